@@ -1,0 +1,54 @@
+"""Finding and reading SCM specs: built-in names, YAML/JSON files, or dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from causal.errors import SpecError, UserError
+from causal.scm import SCM
+
+
+def builtin_names() -> list[str]:
+    """Names of the SCM specs shipped with the package (``causal/specs/*.yaml``)."""
+    files = resources.files("causal").joinpath("specs").iterdir()
+    return sorted(f.name[: -len(".yaml")] for f in files if f.name.endswith(".yaml"))
+
+
+def read_spec_text(name_or_path: str | Path) -> str:
+    """The YAML text of a built-in spec or a spec file (for showing or copying it)."""
+    text = str(name_or_path)
+    if text in builtin_names():
+        return resources.files("causal").joinpath("specs", f"{text}.yaml").read_text()
+    path = Path(text)
+    if not path.is_file():
+        raise UserError(f"no built-in SCM or spec file named '{text}'; built-ins: "
+                        f"{', '.join(builtin_names())}, or give a path to a .yaml/.json file")
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read spec file {path}: {exc}") from None
+
+
+def parse_spec(text: str, source: str = "spec") -> dict[str, Any]:
+    """Parse YAML (a superset of JSON) into a spec mapping, with one-line errors."""
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"{source}: not valid YAML{where} ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(spec, Mapping):
+        raise SpecError(f"{source}: a spec must be a mapping with 'nodes', got {type(spec).__name__}")
+    return dict(spec)
+
+
+def load_scm(name_or_spec: str | Path | Mapping[str, Any]) -> SCM:
+    """An SCM from a built-in name (``3dident``, ``causal3dident``, ...), a spec file or a dict."""
+    if isinstance(name_or_spec, Mapping):
+        return SCM(name_or_spec)
+    return SCM(parse_spec(read_spec_text(name_or_spec), str(name_or_spec)))

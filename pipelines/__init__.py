@@ -1,0 +1,1 @@
+"""End-to-end jobs and the ``ident3d`` command line (the only package that wires the others)."""
