@@ -210,7 +210,7 @@ class SCM:
         """Node names of a change set given as nodes, groups or set names (``'positions+hues'``)."""
         items = [change] if isinstance(change, str) else list(change)
         nodes = self._expand(items, "change", self.change_sets)
-        return [n for n in self.order if n in nodes]
+        return [n for n in self.nodes if n in nodes]
 
     def partition(self, change: str | Sequence[str]) -> tuple[list[str], list[str]]:
         """(content, style) node names when views differ in ``change`` (style = what changes)."""

@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from causal.errors import UserError
-from pipelines import sample, scm
+from pipelines import render, sample, scm, show
 
-SUBCOMMANDS = (sample, scm)
+SUBCOMMANDS = (sample, scm, render, show)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,195 @@
+"""Object meshes: procedural defaults (Utah teapot, Blender primitives) and user mesh files, normalised in size.
+
+Every function here needs Blender, but bpy is imported lazily so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from causal.errors import UserError
+from render.teapot import teapot_mesh
+
+if TYPE_CHECKING:
+    import bpy
+
+BUILTIN_MESHES = ("teapot", "monkey", "torus", "cone", "icosphere", "cylinder", "cube")
+FLAT_SHADED = ("builtin:cone", "builtin:cylinder", "builtin:icosphere", "builtin:cube")  # hard edges, no smoothing
+MESH_SUFFIXES = (".obj", ".ply", ".stl", ".gltf", ".glb", ".blend")
+
+
+class MeshFileError(FileNotFoundError, UserError):
+    """A class's mesh file is missing (one-line message naming the class and the path)."""
+
+
+class MeshLoadError(UserError):
+    """A mesh file exists but could not be imported."""
+
+
+def _mesh_from_arrays(name: str, verts: np.ndarray, faces: np.ndarray) -> bpy.types.Mesh:
+    """A Blender mesh from vertex (V, 3) and triangle (F, 3) arrays, normals made consistent, smooth shaded."""
+    import bpy  # isort: skip (bpy first: it makes bmesh importable)
+    import bmesh
+
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(verts.tolist(), [], faces.tolist())
+    bm = bmesh.new()
+    bm.from_mesh(mesh)
+    bmesh.ops.recalc_face_normals(bm, faces=bm.faces)
+    bm.to_mesh(mesh)
+    bm.free()
+    return mesh
+
+
+def _torus(major: float = 1.0, minor: float = 0.4, n_major: int = 48, n_minor: int = 24) -> tuple:
+    """Torus vertices and quads split into triangles (bmesh has no torus op)."""
+    u = np.linspace(0.0, 2 * math.pi, n_major, endpoint=False)
+    v = np.linspace(0.0, 2 * math.pi, n_minor, endpoint=False)
+    uu, vv = np.meshgrid(u, v, indexing="ij")
+    r = major + minor * np.cos(vv)
+    verts = np.stack([r * np.cos(uu), r * np.sin(uu), minor * np.sin(vv)], -1).reshape(-1, 3)
+    i, j = np.meshgrid(np.arange(n_major), np.arange(n_minor), indexing="ij")
+    a = i * n_minor + j
+    b = ((i + 1) % n_major) * n_minor + j
+    c = ((i + 1) % n_major) * n_minor + (j + 1) % n_minor
+    d = i * n_minor + (j + 1) % n_minor
+    faces = np.concatenate([np.stack([a, b, c], -1).reshape(-1, 3), np.stack([a, c, d], -1).reshape(-1, 3)])
+    return verts, faces
+
+
+def builtin_mesh(shape: str, name: str | None = None) -> bpy.types.Mesh:
+    """A procedural mesh: 'teapot' (Bezier patches) or a Blender primitive shape (see BUILTIN_MESHES)."""
+    import bpy  # isort: skip (bpy first: it makes bmesh importable)
+    import bmesh
+
+    name = name or shape
+    if shape == "teapot":
+        return _mesh_from_arrays(name, *teapot_mesh(10))
+    if shape == "torus":
+        return _mesh_from_arrays(name, *_torus())
+    if shape not in BUILTIN_MESHES:
+        raise UserError(f"unknown built-in mesh {shape!r}; choose one of {', '.join(BUILTIN_MESHES)} or a file path")
+    bm = bmesh.new()
+    if shape == "monkey":
+        bmesh.ops.create_monkey(bm)
+        bmesh.ops.subdivide_edges(bm, edges=bm.edges, cuts=1, use_grid_fill=True, smooth=1.0)
+    elif shape == "cone":
+        bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=True, segments=48, radius1=1.0, radius2=0.0, depth=2.0)
+    elif shape == "cylinder":
+        bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=False, segments=48, radius1=1.0, radius2=1.0, depth=2.0)
+    elif shape == "icosphere":
+        bmesh.ops.create_icosphere(bm, subdivisions=1, radius=1.0)
+    elif shape == "cube":
+        bmesh.ops.create_cube(bm, size=2.0)
+    mesh = bpy.data.meshes.new(name)
+    bm.to_mesh(mesh)
+    bm.free()
+    return mesh
+
+
+def _check_file(path: Path, class_name: str) -> None:
+    """Raise MeshFileError / MeshLoadError for a missing file or an unsupported format."""
+    if not path.is_file():
+        raise MeshFileError(f"class {class_name}: mesh file {path} not found")
+    if path.suffix.lower() not in MESH_SUFFIXES:
+        known = ", ".join(MESH_SUFFIXES)
+        raise MeshLoadError(f"class {class_name}: {path} is not a mesh file of a known type ({known})")
+
+
+def _import_objects(path: Path) -> list[bpy.types.Object]:
+    """Run the Blender 5 importer for the file's suffix; return the objects it created."""
+    import bpy
+
+    suffix = path.suffix.lower()
+    if suffix == ".blend":
+        with bpy.data.libraries.load(str(path), link=False) as (src, dst):
+            dst.objects = list(src.objects)
+        return [o for o in dst.objects if o is not None]
+    before = set(bpy.data.objects)
+    fp = str(path)
+    if suffix == ".obj":
+        result = bpy.ops.wm.obj_import(filepath=fp)
+    elif suffix == ".ply":
+        result = bpy.ops.wm.ply_import(filepath=fp)
+    elif suffix == ".stl":
+        result = bpy.ops.wm.stl_import(filepath=fp)
+    else:
+        result = bpy.ops.import_scene.gltf(filepath=fp)
+    if "FINISHED" not in result:
+        raise MeshLoadError(f"Blender could not import {path} ({result})")
+    bpy.context.view_layer.update()
+    return [o for o in bpy.data.objects if o not in before]
+
+
+def _world_matrix(obj: bpy.types.Object):
+    """World matrix from the parent chain (objects loaded from a .blend are in no scene, so never evaluated)."""
+    basis = obj.matrix_basis.copy()
+    if obj.parent is None:
+        return basis
+    return _world_matrix(obj.parent) @ obj.matrix_parent_inverse @ basis
+
+
+def load_mesh(path: str | Path, class_name: str = "?") -> bpy.types.Mesh:
+    """Import a mesh file (OBJ/PLY/STL/glTF, or the first mesh object of a .blend) as one world-space mesh."""
+    import bpy  # isort: skip (bpy first: it makes bmesh importable)
+    import bmesh
+
+    path = Path(path).expanduser()
+    _check_file(path, class_name)
+    objects = _import_objects(path)
+    mesh_objects = [o for o in objects if o.type == "MESH"]
+    if path.suffix.lower() == ".blend":
+        mesh_objects = mesh_objects[:1]
+    if not mesh_objects:
+        raise MeshLoadError(f"class {class_name}: {path} holds no mesh object")
+    bm = bmesh.new()
+    for obj in mesh_objects:
+        tmp = obj.data.copy()
+        tmp.transform(_world_matrix(obj))
+        bm.from_mesh(tmp)
+        bpy.data.meshes.remove(tmp)
+    mesh = bpy.data.meshes.new(f"{class_name}_{path.stem}")
+    bm.to_mesh(mesh)
+    bm.free()
+    old_meshes = {o.data for o in mesh_objects}
+    for obj in objects:
+        bpy.data.objects.remove(obj, do_unlink=True)
+    for m in old_meshes:
+        if m.users == 0:
+            bpy.data.meshes.remove(m)
+    return mesh
+
+
+def normalise(mesh: bpy.types.Mesh, extent: float) -> float:
+    """Centre the mesh's bounding box on the origin and scale its largest side to ``extent``; return the factor."""
+    n = len(mesh.vertices)
+    if n == 0:
+        raise MeshLoadError(f"mesh {mesh.name} has no vertices")
+    co = np.empty(n * 3, dtype=np.float64)
+    mesh.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3)
+    lo, hi = co.min(0), co.max(0)
+    size = float((hi - lo).max())
+    if size <= 0:
+        raise MeshLoadError(f"mesh {mesh.name} is degenerate (zero size)")
+    factor = extent / size
+    co = (co - (lo + hi) / 2) * factor
+    mesh.vertices.foreach_set("co", co.reshape(-1).astype(np.float32))
+    mesh.update()
+    return factor
+
+
+def class_mesh(source: str, class_name: str, extent: float) -> bpy.types.Mesh:
+    """The normalised mesh for one class: ``source`` is 'builtin:<shape>' or a mesh file path."""
+    if source.startswith("builtin:"):
+        mesh = builtin_mesh(source.split(":", 1)[1], class_name)
+    else:
+        mesh = load_mesh(source, class_name)
+    normalise(mesh, extent)
+    smooth = source not in FLAT_SHADED
+    mesh.polygons.foreach_set("use_smooth", [smooth] * len(mesh.polygons))
+    return mesh

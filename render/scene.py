@@ -1,0 +1,316 @@
+"""Scene description as data (camera, lights, ground, object classes, latent-to-scene mapping); no bpy here.
+
+Built-in scenes live in ``render/scenes/<name>.yaml``; a user scene is any YAML file of the same shape.
+``pose()`` turns one row of raw latents into concrete Blender values, so the mapping is testable without Blender.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from causal.errors import UserError
+
+SCENES_DIR = Path(__file__).with_name("scenes")
+BUILTIN_SCENES = ("3dident", "causal3dident")
+# raw latent columns, in the order the causal module samples them
+LATENT_NAMES = (
+    "pos_x", "pos_y", "pos_z", "rot_alpha", "rot_beta", "rot_gamma", "spot_angle", "obj_hue", "spot_hue", "bg_hue",
+)
+# what a latent can drive; ``light.<name>.<channel>`` for lights
+OBJECT_TARGETS = ("object.x", "object.y", "object.z", "object.rot_x", "object.rot_y", "object.rot_z", "object.hue")
+LIGHT_CHANNELS = ("angle", "hue", "energy")
+GROUND_TARGETS = ("ground.hue",)
+
+
+class SceneError(UserError):
+    """A scene description is invalid."""
+
+
+@dataclass(frozen=True)
+class Camera:
+    """Perspective camera aimed at ``look_at``."""
+
+    location: tuple[float, float, float] = (8.0, 0.0, 8.0)
+    look_at: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    lens_mm: float = 35.0
+    sensor_mm: float = 50.0
+
+
+@dataclass(frozen=True)
+class Orbit:
+    """Light on a horizontal circle: (radius sin t, radius cos t, height + height_extent * s), t = angle latent."""
+
+    radius: float = 4.0
+    height: float = 6.0
+    height_extent: float = 1.0
+
+
+@dataclass(frozen=True)
+class Light:
+    """One lamp; ``aim`` is 'object', 'origin' or None (keep ``rotation_deg``); SPOT/AREA/POINT/SUN."""
+
+    name: str
+    type: str
+    energy: float
+    location: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rotation_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    aim: str | None = None
+    color_hsv: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    size: float = 0.0  # area size, or soft size (radius) of point/spot
+    spot_size_deg: float = 35.0
+    spot_blend: float = 0.1
+    angle_deg: float = 0.5  # sun disc angle
+    orbit: Orbit | None = None
+
+
+@dataclass(frozen=True)
+class Ground:
+    """A very large plane at z = z_extent * s; its colour is HSV(hue, saturation, value)."""
+
+    size: float = 400.0
+    z_extent: float = -1.0
+    color_hsv: tuple[float, float, float] = (0.0, 0.6, 1.0)
+    roughness: float = 1.0
+
+
+@dataclass(frozen=True)
+class Material:
+    """Rubber-like object material: rough Principled BSDF with a weak specular lobe."""
+
+    color_hsv: tuple[float, float, float] = (0.0, 1.0, 1.0)
+    roughness: float = 0.8
+    specular: float = 0.25
+
+
+@dataclass(frozen=True)
+class ObjectClass:
+    """One object class: ``mesh`` is 'builtin:<shape>' (see render.meshes.BUILTIN_MESHES) or a mesh file path."""
+
+    name: str
+    mesh: str
+    scale: float = 1.0  # extra factor after normalising the largest extent to the scene's extent
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Latent ``name`` drives ``target`` with value = scale * raw + offset + offset_extent * s."""
+
+    name: str
+    target: str
+    scale: float = 1.0
+    offset: float = 0.0
+    offset_extent: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A whole scene: shared set-up plus object classes and the latent bindings (column i = latents[i])."""
+
+    name: str
+    extent: float
+    camera: Camera
+    ground: Ground
+    material: Material
+    lights: tuple[Light, ...]
+    classes: tuple[ObjectClass, ...]
+    latents: tuple[Binding, ...]
+    description: str = ""
+    world_color: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    view_transform: str = "Standard"
+    exposure: float = 0.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def latent_names(self) -> tuple[str, ...]:
+        """Latent column names, in order."""
+        return tuple(b.name for b in self.latents)
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """Object class names, in class-index order."""
+        return tuple(c.name for c in self.classes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, YAML/JSON-serialisable form (what a store records as its scene spec)."""
+        return _plain(asdict(self))
+
+    def with_meshes(self, meshes: Mapping[str, str | Path]) -> Scene:
+        """Copy with some classes' meshes replaced by files ({class name: path})."""
+        unknown = set(meshes) - set(self.class_names)
+        if unknown:
+            raise SceneError(f"unknown class(es) {sorted(unknown)}; scene {self.name} has {list(self.class_names)}")
+        classes = tuple(replace(c, mesh=str(meshes.get(c.name, c.mesh))) for c in self.classes)
+        return replace(self, classes=classes)
+
+
+@dataclass(frozen=True)
+class LightPose:
+    """Concrete state of one light for one sample."""
+
+    location: tuple[float, float, float]
+    rgb: tuple[float, float, float]
+    energy: float
+
+
+@dataclass(frozen=True)
+class Pose:
+    """Concrete Blender values for one sample (what the renderer applies before rendering)."""
+
+    class_index: int
+    location: tuple[float, float, float]
+    rotation: tuple[float, float, float]
+    object_rgb: tuple[float, float, float]
+    ground_rgb: tuple[float, float, float]
+    lights: dict[str, LightPose]
+
+
+def _plain(x: Any) -> Any:
+    """Tuples to lists, recursively (for YAML/JSON)."""
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    return x
+
+
+def hsv_rgb(hue: float, saturation: float, value: float) -> tuple[float, float, float]:
+    """HSV to RGB with the hue wrapped mod 1 (the original fed negative hues to colorsys unwrapped)."""
+    return tuple(colorsys.hsv_to_rgb(hue % 1.0, saturation, value))  # type: ignore[return-value]
+
+
+def _tuple(x: Any, n: int, what: str) -> tuple[float, ...]:
+    """A length-n float tuple from a YAML list."""
+    if not isinstance(x, Sequence) or len(x) != n:
+        raise SceneError(f"{what} must be a list of {n} numbers, got {x!r}")
+    return tuple(float(v) for v in x)
+
+
+def _build(cls: type, data: Mapping[str, Any], what: str, vectors: Mapping[str, int] = {}) -> Any:  # noqa: B006
+    """Dataclass from a mapping, with a clear error for unknown keys."""
+    known = set(cls.__dataclass_fields__)
+    unknown = set(data) - known
+    if unknown:
+        raise SceneError(f"{what}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}")
+    kw = dict(data)
+    for key, n in vectors.items():
+        if key in kw:
+            kw[key] = _tuple(kw[key], n, f"{what}.{key}")
+    try:
+        return cls(**kw)
+    except TypeError as exc:
+        raise SceneError(f"{what}: {exc}") from None
+
+
+def scene_from_dict(data: Mapping[str, Any]) -> Scene:
+    """Validate and build a Scene from its plain (YAML) form."""
+    d = dict(data)
+    try:
+        lights = []
+        for i, ld in enumerate(d.pop("lights")):
+            ld = dict(ld)
+            if ld.get("orbit") is not None:
+                ld["orbit"] = _build(Orbit, ld["orbit"], f"lights[{i}].orbit")
+            lights.append(
+                _build(Light, ld, f"lights[{i}]", {"location": 3, "rotation_deg": 3, "color_hsv": 3})
+            )
+        scene = Scene(
+            name=str(d.pop("name")),
+            extent=float(d.pop("extent", 4.4)),
+            camera=_build(Camera, d.pop("camera", {}), "camera", {"location": 3, "look_at": 3}),
+            ground=_build(Ground, d.pop("ground", {}), "ground", {"color_hsv": 3}),
+            material=_build(Material, d.pop("material", {}), "material", {"color_hsv": 3}),
+            lights=tuple(lights),
+            classes=tuple(_build(ObjectClass, c, f"classes[{i}]") for i, c in enumerate(d.pop("classes"))),
+            latents=tuple(_build(Binding, b, f"latents[{i}]") for i, b in enumerate(d.pop("latents"))),
+            description=str(d.pop("description", "")),
+            world_color=_tuple(d.pop("world_color", (0, 0, 0)), 3, "world_color"),
+            view_transform=str(d.pop("view_transform", "Standard")),
+            exposure=float(d.pop("exposure", 0.0)),
+            extra=dict(d.pop("extra", {})),
+        )
+    except KeyError as exc:
+        raise SceneError(f"scene description lacks {exc.args[0]!r}") from None
+    if d:
+        raise SceneError(f"scene description: unknown key(s) {sorted(d)}")
+    validate(scene)
+    return scene
+
+
+def validate(scene: Scene) -> None:
+    """Check names, light types and binding targets; raise SceneError with a one-line message."""
+    if not scene.classes:
+        raise SceneError(f"scene {scene.name} has no object classes")
+    light_names = [lt.name for lt in scene.lights]
+    if len(set(light_names)) != len(light_names):
+        raise SceneError(f"scene {scene.name}: duplicate light names {light_names}")
+    for lt in scene.lights:
+        if lt.type not in ("SPOT", "AREA", "POINT", "SUN"):
+            raise SceneError(f"light {lt.name}: type {lt.type!r} is not SPOT, AREA, POINT or SUN")
+        if lt.aim not in (None, "object", "origin"):
+            raise SceneError(f"light {lt.name}: aim {lt.aim!r} is not 'object', 'origin' or null")
+    names = scene.latent_names
+    if len(set(names)) != len(names):
+        raise SceneError(f"scene {scene.name}: duplicate latent names {list(names)}")
+    for b in scene.latents:
+        parts = b.target.split(".")
+        ok = b.target in OBJECT_TARGETS or b.target in GROUND_TARGETS
+        ok = ok or (len(parts) == 3 and parts[0] == "light" and parts[1] in light_names and parts[2] in LIGHT_CHANNELS)
+        if not ok:
+            raise SceneError(
+                f"latent {b.name}: target {b.target!r} is not one of {OBJECT_TARGETS + GROUND_TARGETS} "
+                f"or light.<name>.<{'|'.join(LIGHT_CHANNELS)}> with a light in {light_names}"
+            )
+        if b.target.endswith(".angle") and next(lt for lt in scene.lights if lt.name == parts[1]).orbit is None:
+            raise SceneError(f"latent {b.name}: light {parts[1]} has no orbit, so it has no angle")
+
+
+def load_scene(name_or_path: str | Path) -> Scene:
+    """A built-in scene by name ('3dident', 'causal3dident') or a scene YAML file."""
+    path = SCENES_DIR / f"{name_or_path}.yaml" if str(name_or_path) in BUILTIN_SCENES else Path(name_or_path)
+    if not path.is_file():
+        raise SceneError(f"no scene {name_or_path!r}: not a built-in ({', '.join(BUILTIN_SCENES)}) nor a YAML file")
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    if not isinstance(data, Mapping):
+        raise SceneError(f"{path} does not hold a scene description (a mapping)")
+    return scene_from_dict(data)
+
+
+def pose(scene: Scene, raw: Sequence[float], class_index: int = 0) -> Pose:
+    """Map one row of raw latents (in [-1, 1], ordered as scene.latents) to concrete scene values."""
+    if len(raw) != len(scene.latents):
+        raise SceneError(f"expected {len(scene.latents)} latents {list(scene.latent_names)}, got {len(raw)}")
+    if not 0 <= class_index < len(scene.classes):
+        raise SceneError(f"class index {class_index} out of range 0..{len(scene.classes) - 1}")
+    s = scene.extent
+    values: dict[str, float] = {}
+    for b, r in zip(scene.latents, raw, strict=True):
+        values[b.target] = b.scale * float(r) + b.offset + b.offset_extent * s
+
+    def get(target: str, default: float = 0.0) -> float:
+        return values.get(target, default)
+
+    loc = (get("object.x"), get("object.y"), get("object.z"))
+    rot = (get("object.rot_x"), get("object.rot_y"), get("object.rot_z"))
+    h, sat, val = scene.material.color_hsv
+    object_rgb = hsv_rgb(get("object.hue", h), sat, val)
+    h, sat, val = scene.ground.color_hsv
+    ground_rgb = hsv_rgb(get("ground.hue", h), sat, val)
+    lights = {}
+    for lt in scene.lights:
+        location = lt.location
+        if lt.orbit is not None:
+            t = get(f"light.{lt.name}.angle")
+            o = lt.orbit
+            location = (o.radius * math.sin(t), o.radius * math.cos(t), o.height + o.height_extent * s)
+        h, sat, val = lt.color_hsv
+        rgb = hsv_rgb(get(f"light.{lt.name}.hue", h), sat, val)
+        lights[lt.name] = LightPose(location, rgb, get(f"light.{lt.name}.energy", lt.energy))
+    return Pose(class_index, loc, rot, object_rgb, ground_rgb, lights)

@@ -1,0 +1,152 @@
+"""The Zarr store (format v1): images, latents, classes, per-chunk ``done`` flags, optional exact
+LT views, and attributes that make the store self-describing.
+
+One Dask task owns one chunk (rows ``k*C .. (k+1)*C``) of every array, so writers never share a
+Zarr chunk and need no locks; ``done[k]`` is set only after chunk k's data is written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from causal.errors import UserError
+
+FORMAT_VERSION = 1
+# attributes that must match for a run to resume (or be skipped) on an existing store
+FINGERPRINT_KEYS = ("format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size", "views")
+
+
+@dataclass(frozen=True)
+class ChunkData:
+    """One chunk of rendered rows: images (C, H, W, 3) uint8, latents (C, D), classes (C,) or None."""
+
+    images: np.ndarray
+    latents: np.ndarray
+    classes: np.ndarray | None
+
+
+def chunk_bounds(k: int, chunk_size: int, n: int) -> tuple[int, int]:
+    """Row range [start, stop) of chunk k."""
+    return k * chunk_size, min(n, (k + 1) * chunk_size)
+
+
+def n_chunks(n: int, chunk_size: int) -> int:
+    return -(-n // chunk_size)
+
+
+def is_url(path: str) -> bool:
+    return "://" in str(path)
+
+
+def _check_local_target(path: str) -> None:
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{path} exists and is a file, not a store; choose another --out")
+    parent = next((q for q in [p, *p.parents] if q.exists()), Path("."))
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"cannot write the store {path}: {parent} is not writable; choose another --out")
+
+
+def open_store(path: str, mode: str = "r") -> zarr.Group:
+    """Open an existing ident3d store (local path or fsspec URL)."""
+    if not is_url(path) and not (Path(path) / "zarr.json").is_file():
+        raise UserError(f"{path} is not a Zarr store (no zarr.json); render one with `ident3d render`")
+    try:
+        group = zarr.open_group(path, mode=mode)
+    except Exception as exc:  # noqa: BLE001 - any backend error becomes one line
+        raise UserError(f"cannot open the store {path}: {exc}") from None
+    if group.attrs.get("format_version") != FORMAT_VERSION:
+        raise UserError(f"{path} is not an ident3d store of format v{FORMAT_VERSION}")
+    return group
+
+
+def differences(attrs: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
+    """Fingerprint keys whose values differ between a store's attributes and a new run's."""
+    return [k for k in FINGERPRINT_KEYS if attrs.get(k) != wanted.get(k)]
+
+
+def prepare(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any], overwrite: bool) -> zarr.Group:
+    """Create the store, or reopen a compatible one to resume; refuse to clobber anything else.
+
+    ``layout``: n, chunk_size, height, width, n_latents, has_classes, views (names).
+    """
+    url = is_url(path)
+    if not url:
+        _check_local_target(path)
+    exists = (Path(path) / "zarr.json").is_file() if not url else _url_exists(path)
+    if exists and not overwrite:
+        group = open_store(path, mode="r+")
+        diff = differences(dict(group.attrs), attrs)
+        if diff:
+            raise UserError(f"{path} was rendered with different {', '.join(diff)}; use another --out, "
+                            "or --overwrite to replace it")
+        return group
+    if not url and Path(path).is_dir() and any(Path(path).iterdir()) and not exists and not overwrite:
+        raise UserError(f"{path} is a non-empty folder that is not a store; choose another --out")
+    if not url and overwrite and Path(path).is_dir():
+        shutil.rmtree(path)
+    return _create(path, attrs, layout)
+
+
+def _url_exists(path: str) -> bool:
+    try:
+        zarr.open_group(path, mode="r")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> zarr.Group:
+    n, c = int(layout["n"]), int(layout["chunk_size"])
+    h, w, d = int(layout["height"]), int(layout["width"]), int(layout["n_latents"])
+    try:
+        group = zarr.open_group(path, mode="w", attributes=dict(attrs))
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"cannot create the store {path}: {exc}") from None
+    prefixes = [""] + [f"views/{v}/" for v in layout.get("views", [])]
+    for pre in prefixes:
+        group.create_array(f"{pre}images", shape=(n, h, w, 3), chunks=(c, h, w, 3), dtype="uint8",
+                           compressors=zarr.codecs.ZstdCodec(level=3))
+        group.create_array(f"{pre}latents", shape=(n, d), chunks=(c, d), dtype="float32")
+        if layout["has_classes"]:
+            group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64")
+    group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False)
+    return group
+
+
+def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[str, ChunkData],
+                before_commit: Callable[[], None] | None = None) -> None:
+    """Write chunk k of every array, then set ``done[k]`` (the commit point of the chunk).
+
+    ``before_commit`` runs between the data and the flag (tests use it to kill a worker there).
+    """
+    n, c = group["images"].shape[0], group["images"].chunks[0]
+    start, stop = chunk_bounds(k, c, n)
+    for pre, data in [("", anchors), *((f"views/{v}/", d) for v, d in views.items())]:
+        if data.images.shape[0] != stop - start:
+            raise ValueError(f"chunk {k}: expected {stop - start} rows, got {data.images.shape[0]}")
+        group[f"{pre}images"][start:stop] = data.images
+        group[f"{pre}latents"][start:stop] = data.latents
+        if data.classes is not None:
+            group[f"{pre}classes"][start:stop] = data.classes
+    if before_commit is not None:
+        before_commit()
+    group["done"][k] = True
+
+
+def done_mask(group: zarr.Group) -> np.ndarray:
+    """Which chunks are complete."""
+    return np.asarray(group["done"][:], dtype=bool)
+
+
+def view_names(group: zarr.Group) -> list[str]:
+    """Names of the exact-LT views stored next to the anchors."""
+    return list(group.attrs.get("views", {}))

@@ -1,0 +1,250 @@
+"""Scene data, latent-to-scene mapping and the Blender worker, rendered for real with bpy (64 px, few samples).
+
+Image geometry used below, from the camera at (8, 0, 8) looking at the origin with +z up: world +y is image
+right, world +x is image down (towards the camera), so +x moves an object's centroid down the rows.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from render.scene import LATENT_NAMES, SceneError, load_scene, pose, scene_from_dict
+from render.settings import render_settings
+
+RES = 64
+SETTINGS = render_settings("fast", resolution=RES, samples=8)
+COL = {name: i for i, name in enumerate(LATENT_NAMES)}
+
+
+def latents(**kw: float) -> np.ndarray:
+    """One raw latent row: zeros except the named entries."""
+    row = np.zeros(len(LATENT_NAMES), dtype=np.float32)
+    for k, v in kw.items():
+        row[COL[k]] = v
+    return row
+
+
+def linear(img: np.ndarray) -> np.ndarray:
+    """uint8 sRGB -> linear float (the scene uses the Standard view transform)."""
+    c = img.astype(np.float64) / 255.0
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+def hue(rgb: np.ndarray) -> float:
+    """Hue (turns) of one linear RGB triple."""
+    return colorsys.rgb_to_hsv(*rgb)[0]
+
+
+def hue_dist(a: float, b: float) -> float:
+    """Distance between two hues on the circle (turns)."""
+    d = abs(a - b) % 1.0
+    return min(d, 1.0 - d)
+
+
+def red_mask(img: np.ndarray) -> np.ndarray:
+    """Pixels of a pure-red object (hue ~0, saturated) over a chartreuse ground lit by a chartreuse spot."""
+    lin = linear(img)
+    r, g, b = lin[..., 0], lin[..., 1], lin[..., 2]
+    return (r > 0.01) & (r > 3 * g) & (r > 3 * b)
+
+
+def centroid(mask: np.ndarray) -> np.ndarray:
+    """(row, col) centre of a boolean mask."""
+    assert mask.sum() > 10, "mask is (almost) empty"
+    return np.argwhere(mask).mean(0)
+
+
+# red object, chartreuse ground and spot: object pixels separable by colour
+RED_ON_GREEN = {"obj_hue": 0.0, "bg_hue": 1.0, "spot_hue": 1.0, "pos_z": -0.3}
+
+
+@pytest.fixture(scope="module")
+def renderer():
+    """One Causal3DIdent renderer for the module (Blender builds the scene once)."""
+    from render.blender import BlenderRenderer
+
+    return BlenderRenderer(load_scene("causal3dident"), SETTINGS)
+
+
+# ---- scene data (no Blender) -------------------------------------------------------------------------------
+def test_builtin_scenes_classes_and_round_trip():
+    c3d = load_scene("causal3dident")
+    assert c3d.class_names == ("Teapot", "Hare", "Dragon", "Cow", "Armadillo", "Horse", "Head")
+    assert c3d.classes[0].mesh == "builtin:teapot" and c3d.classes[6].mesh == "builtin:monkey"
+    assert c3d.latent_names == LATENT_NAMES
+    three = load_scene("3dident")
+    assert three.class_names == ("Teapot",)
+    assert scene_from_dict(c3d.to_dict()) == c3d
+    with pytest.raises(SceneError, match="target"):
+        scene_from_dict({**three.to_dict(), "latents": [{"name": "a", "target": "object.w"}]})
+
+
+def test_pose_follows_spec_mapping():
+    sc = load_scene("3dident")
+    s = sc.extent
+    raw = [0.5, -0.25, 1.0, 0.2, -0.4, 1.0, 0.5, -1.0, -0.6, 0.8]
+    p = pose(sc, raw)
+    np.testing.assert_allclose(p.location, (1.5, -0.75, 3.0 + s / 2))
+    np.testing.assert_allclose(p.rotation, (0.1 * math.pi, -0.2 * math.pi, math.pi / 2))
+    t = math.pi / 4
+    np.testing.assert_allclose(p.lights["spot"].location, (4 * math.sin(t), 4 * math.cos(t), 6 + s))
+    # hues wrap mod 1: raw -1 -> hue 0.75 (violet), not a clamped red
+    np.testing.assert_allclose(p.object_rgb, colorsys.hsv_to_rgb(0.75, 1.0, 1.0))
+    np.testing.assert_allclose(p.lights["spot"].rgb, colorsys.hsv_to_rgb(1 - 0.15, 0.8, 1.0))
+    np.testing.assert_allclose(p.ground_rgb, colorsys.hsv_to_rgb(0.2, 0.6, 1.0))
+
+
+# ---- rendering ----------------------------------------------------------------------------------------------
+def test_output_shape_and_batch(renderer):
+    lat = np.stack([latents(), latents(pos_x=0.5)])
+    out = renderer.render_batch(lat, np.array([0, 6]), np.array([1, 2]))
+    assert out.shape == (2, RES, RES, 3) and out.dtype == np.uint8
+    assert out.std() > 5  # not a blank image
+
+
+def test_background_hue_follows_latent(renderer):
+    for raw in (-1.0, -0.4, 0.0, 0.6, 1.0):
+        img = renderer.render(latents(bg_hue=raw, spot_hue=raw, pos_z=-1.0), 0, 0)
+        border = np.concatenate([img[0], img[:, 0], img[:, -1]])  # bottom row may hold the spot/shadow
+        got = hue(linear(border).mean(0))
+        assert hue_dist(got, (raw / 4) % 1.0) < 0.02, (raw, got)
+
+
+def test_object_position_moves_centroid(renderer):
+    c = {}
+    for key in ("pos_x", "pos_y"):
+        for raw in (-0.8, 0.8):
+            c[key, raw] = centroid(red_mask(renderer.render(latents(**{**RED_ON_GREEN, key: raw}), 0, 0)))
+    assert c["pos_x", 0.8][0] - c["pos_x", -0.8][0] > 0.15 * RES  # +x: towards the camera = down the image
+    assert abs(c["pos_x", 0.8][1] - c["pos_x", -0.8][1]) < 0.1 * RES
+    assert c["pos_y", 0.8][1] - c["pos_y", -0.8][1] > 0.3 * RES  # +y: image right
+    assert abs(c["pos_y", 0.8][0] - c["pos_y", -0.8][0]) < 0.1 * RES
+
+
+def test_object_hue_follows_latent(renderer):
+    """Hues whose RGB is made of 0s and 1s keep their hue under the same-hue spotlight; -2/3 checks the wrap."""
+    base = renderer.render(latents(obj_hue=0.5, spot_hue=0.5, bg_hue=-1.0), 0, 0)
+    for raw in (-2 / 3, 0.0, 2 / 3):  # hue 5/6 (magenta, not a clamped red), 0 (red), 1/6 (yellow)
+        img = renderer.render(latents(obj_hue=raw, spot_hue=raw, bg_hue=-1.0), 0, 0)
+        changed = np.abs(img.astype(int) - base.astype(int)).sum(-1) > 30  # only the object changes colour
+        assert changed.sum() > 30
+        hsv = [colorsys.rgb_to_hsv(*px) for px in linear(img)[changed]]
+        hues = [h for h, s, v in hsv if s > 0.8 and v > 0.05]  # skip edges mixed with the ground
+        assert len(hues) > 20
+        err = np.median([hue_dist(h, (raw / 4) % 1.0) for h in hues])
+        assert err < 0.01, (raw, err)
+
+
+def test_spotlight_hue_changes_lit_patch(renderer):
+    ground = dict(bg_hue=0.0, obj_hue=0.0, pos_z=-1.0)  # reddish ground HSV(0, 0.6, 1): all channels > 0
+    violet = linear(renderer.render(latents(**ground, spot_hue=-1.0), 0, 0))  # HSV(0.75, .8, 1) = (.6, .2, 1)
+    green = linear(renderer.render(latents(**ground, spot_hue=1.0), 0, 0))  # HSV(0.25, .8, 1) = (.6, 1, .2)
+    diff = green - violet
+    patch = np.abs(diff).sum(-1) > 0.05
+    assert patch.sum() > 0.02 * RES * RES
+    d = diff[patch].mean(0)
+    assert d[1] > 0.02 and d[2] < -0.02  # green up, blue down
+    assert abs(d[0]) < 0.3 * d[1]  # red is the same in both spot colours
+
+
+def test_spotlight_angle_moves_lit_patch(renderer):
+    """t = +pi/2 puts the light at +x, the patch beyond the object at -x (far: up); t = -pi/2 the other way."""
+    kw = dict(bg_hue=0.0, spot_hue=0.0, pos_z=-1.0)
+    far = linear(renderer.render(latents(**kw, spot_angle=1.0), 0, 0)).sum(-1)
+    near = linear(renderer.render(latents(**kw, spot_angle=-1.0), 0, 0)).sum(-1)
+    side = linear(renderer.render(latents(**kw, spot_angle=0.0), 0, 0)).sum(-1)  # light at +y, patch at -y
+    row_far = centroid(far - near > 0.1)[0]
+    row_near = centroid(near - far > 0.1)[0]
+    assert row_near - row_far > 0.2 * RES
+    col_side = centroid(side - far > 0.1)[1]
+    assert col_side < 0.4 * RES
+
+
+def test_rotation_changes_silhouette_not_position(renderer):
+    a = red_mask(renderer.render(latents(**RED_ON_GREEN), 0, 0))
+    b = red_mask(renderer.render(latents(**RED_ON_GREEN, rot_alpha=1.0, rot_beta=0.3, rot_gamma=0.5), 0, 0))
+    iou = (a & b).sum() / (a | b).sum()
+    assert iou < 0.8, iou
+    assert np.linalg.norm(centroid(a) - centroid(b)) < 0.12 * RES
+
+
+def test_classes_have_different_silhouettes(renderer):
+    masks = [red_mask(renderer.render(latents(**RED_ON_GREEN), k, 0)) for k in range(7)]
+    cents = [centroid(m) for m in masks]
+    for i in range(7):
+        for j in range(i + 1, 7):
+            iou = (masks[i] & masks[j]).sum() / (masks[i] | masks[j]).sum()
+            assert iou < 0.9, (i, j, iou)
+            assert np.linalg.norm(cents[i] - cents[j]) < 0.25 * RES  # same pose: bounding boxes share a centre
+
+
+def test_same_seed_same_pixels_any_threads(renderer):
+    from render.blender import BlenderRenderer
+
+    rng = np.random.default_rng(0)
+    lat = rng.uniform(-1, 1, (3, len(LATENT_NAMES))).astype(np.float32)
+    classes, seeds = np.array([0, 3, 6]), np.array([11, 12, 13], dtype=np.uint64)
+    first = renderer.render_batch(lat, classes, seeds)
+    np.testing.assert_array_equal(renderer.render_batch(lat, classes, seeds), first)
+    assert not np.array_equal(renderer.render_batch(lat, classes, seeds + 1), first)  # the seed matters
+    scene = load_scene("causal3dident")
+    one = BlenderRenderer(scene, replace(SETTINGS, threads=1)).render_batch(lat, classes, seeds)
+    two = BlenderRenderer(scene, replace(SETTINGS, threads=2)).render_batch(lat, classes, seeds)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, first)
+
+
+def test_3dident_scene_renders_teapot(renderer):
+    from render.blender import BlenderRenderer
+
+    lat = np.stack([latents(**RED_ON_GREEN)])
+    three = BlenderRenderer(load_scene("3dident"), SETTINGS).render_batch(lat, None, np.array([0]))
+    # 3dident's only object is class 0 (Teapot) of causal3dident: same scene, same pixels
+    np.testing.assert_array_equal(three, renderer.render_batch(lat, np.array([0]), np.array([0])))
+
+
+def test_missing_mesh_file_is_a_clear_error(tmp_path):
+    from render.blender import BlenderRenderer
+    from render.meshes import MeshFileError
+
+    missing = tmp_path / "no_such_hare.obj"
+    scene = load_scene("causal3dident").with_meshes({"Hare": missing})
+    with pytest.raises(FileNotFoundError) as info:
+        BlenderRenderer(scene, SETTINGS)
+    msg = str(info.value)
+    assert isinstance(info.value, MeshFileError)
+    assert "Hare" in msg and str(missing) in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("suffix", [".obj", ".ply", ".stl", ".glb", ".blend"])
+def test_load_user_mesh_files(tmp_path, suffix):
+    import bpy
+
+    from render.meshes import builtin_mesh, class_mesh
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    mesh = builtin_mesh("cone")
+    obj = bpy.data.objects.new("src", mesh)
+    obj.scale = (1.0, 2.0, 3.0)  # world-space size 2 x 4 x 6 after import
+    bpy.context.scene.collection.objects.link(obj)
+    path = tmp_path / f"mesh{suffix}"
+    if suffix == ".blend":
+        bpy.data.libraries.write(str(path), {obj})
+    else:
+        op = {".obj": bpy.ops.wm.obj_export, ".ply": bpy.ops.wm.ply_export, ".stl": bpy.ops.wm.stl_export}
+        if suffix == ".glb":
+            bpy.ops.export_scene.gltf(filepath=str(path), export_format="GLB")
+        else:
+            op[suffix](filepath=str(path))
+    bpy.data.objects.remove(obj)
+    loaded = class_mesh(str(path), "Test", 4.4)
+    co = np.array([v.co[:] for v in loaded.vertices])
+    size = co.max(0) - co.min(0)
+    assert size.max() == pytest.approx(4.4, rel=1e-4)
+    np.testing.assert_allclose(np.sort(size), np.array([2.0, 4.0, 6.0]) * 4.4 / 6.0, rtol=1e-3)
+    np.testing.assert_allclose((co.max(0) + co.min(0)) / 2, 0.0, atol=1e-4)
