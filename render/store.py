@@ -114,7 +114,7 @@ def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> z
     prefixes = [""] + [f"views/{v}/" for v in layout.get("views", [])]
     for pre in prefixes:
         group.create_array(f"{pre}images", shape=(n, h, w, 3), chunks=(c, h, w, 3), dtype="uint8",
-                           compressors=zarr.codecs.ZstdCodec(level=3))
+                           compressors=zarr.codecs.ZstdCodec(level=9))
         group.create_array(f"{pre}latents", shape=(n, d), chunks=(c, d), dtype="float32")
         if layout["has_classes"]:
             group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64")
