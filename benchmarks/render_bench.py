@@ -64,7 +64,7 @@ def pipeline(scene: str, res: int, n: int, workers: int, chunk: int, tmp: Path) 
 
     cold = run(tmp / f"cold_{res}.zarr", n, None)
     threads = max(1, (os.cpu_count() or 1) // workers)
-    with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None, silence_logs=40,
+    with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0", silence_logs=40,
                       env={"OMP_NUM_THREADS": str(threads)}) as cluster:
         run(tmp / f"warmup_{res}.zarr", workers * chunk, cluster.scheduler_address)
         out = tmp / f"bench_{res}.zarr"

@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from causal.errors import UserError
-from pipelines import render, sample, scm, show
+from pipelines import render, sample, scm, show, train
 
-SUBCOMMANDS = (sample, scm, render, show)
+SUBCOMMANDS = (sample, scm, render, show, train)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -136,7 +136,7 @@ def _client(workers: int, scheduler: str | None, threads: int):
     if scheduler:
         return Client(scheduler), None
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=40,
+                           dashboard_address=":0", silence_logs=40,
                            env={"OMP_NUM_THREADS": str(threads)})
     return Client(cluster), cluster
 

@@ -1,0 +1,1 @@
+"""Self-supervised training on ident3d stores: data, view makers, encoders, objectives, the trainer."""

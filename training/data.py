@@ -1,0 +1,182 @@
+"""Training data from ident3d stores: chunk-wise reads, batches shuffled across chunks, and
+batch b a pure function of (seed, b) so a resumed run sees exactly the batches it would have seen.
+
+Each batch draws a few random chunks, reads each once (whole Zarr chunks, never image by image),
+and takes a random subset of their rows; small stores are held in memory instead. The loader runs
+in DataLoader worker processes (worker i makes batches i, i + W, ...; the DataLoader interleaves
+them back in order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import zarr
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from causal.errors import UserError
+from render.store import chunk_bounds, done_mask, open_store
+
+IN_MEMORY_BYTES = 2 * 2**30  # stores up to this size (images) are read once and kept in memory
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """What training needs to know about a store (read from its attributes)."""
+
+    path: str
+    n: int
+    chunk_size: int
+    image_size: int
+    latent_names: list[str]
+    latent_groups: dict[str, list[str]]
+    class_names: list[str] | None
+    views: dict[str, list[str]]
+    scene: str
+    scm: dict[str, Any]
+    rows: np.ndarray  # usable row ids (done chunks, within the split)
+
+
+def _split_range(n: int, split: str | None) -> tuple[int, int]:
+    """``None`` -> all rows; ``"train:0.9"`` -> first 90%; ``"test:0.9"`` -> the rest."""
+    if not split:
+        return 0, n
+    part, _, frac = split.partition(":")
+    try:
+        f = float(frac)
+    except ValueError:
+        f = -1.0
+    if part not in ("train", "test") or not 0 < f < 1:
+        raise UserError(f"bad split {split!r}; use train:F or test:F with 0 < F < 1, e.g. train:0.9")
+    cut = int(round(n * f))
+    return (0, cut) if part == "train" else (cut, n)
+
+
+def store_info(path: str, allow_partial: bool = False, split: str | None = None) -> StoreInfo:
+    """Open a store and list its usable rows; an unfinished store is refused unless ``allow_partial``."""
+    group = open_store(path)
+    a = dict(group.attrs)
+    done = done_mask(group)
+    n, c = group["images"].shape[0], group["images"].chunks[0]
+    if not done.all() and not allow_partial:
+        raise UserError(f"{path} is incomplete ({int(done.sum())}/{len(done)} chunks done); finish it by re-running "
+                        "`ident3d render`, or pass --allow-partial to train on the done chunks")
+    rows = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done)] or [np.zeros(0, int)])
+    lo, hi = _split_range(n, split)
+    rows = rows[(rows >= lo) & (rows < hi)].astype(np.int64)
+    if rows.size == 0:
+        raise UserError(f"{path} has no finished rows in split {split or 'all'}")
+    return StoreInfo(path, n, c, int(group["images"].shape[1]), a["latent_names"], a.get("latent_groups", {}),
+                     a.get("class_names"), a.get("views", {}), a.get("scene", "?"), a["scm"], rows)
+
+
+def image_stats(info: StoreInfo, max_images: int = 2048) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std of the store's images (a deterministic subset of whole chunks)."""
+    images = zarr.open_group(info.path, mode="r")["images"]
+    chunks = np.unique(info.rows // info.chunk_size)
+    take = chunks[np.linspace(0, len(chunks) - 1, min(len(chunks), max(1, max_images // info.chunk_size))).astype(int)]
+    x = np.concatenate([images[slice(*chunk_bounds(k, info.chunk_size, info.n))] for k in np.unique(take)])
+    x = x.reshape(-1, 3).astype(np.float64) / 255.0
+    return tuple(x.mean(0).round(6).tolist()), tuple(np.maximum(x.std(0), 1e-3).round(6).tolist())
+
+
+class StoreBatches(IterableDataset):
+    """An endless stream of training batches (dicts of tensors) from one store.
+
+    ``keys``: arrays to read besides ``images``/``latents``/``classes`` (e.g. ``views/hues/images``).
+    ``pairing``: an optional callable (rows, arrays) -> extra arrays, used by LT nearest-neighbour pairs.
+    """
+
+    def __init__(self, info: StoreInfo, batch_size: int, seed: int, start_batch: int = 0,
+                 keys: Sequence[str] = (), pairing: Any = None, in_memory: bool | None = None,
+                 rank: int = 0, world: int = 1):
+        super().__init__()
+        if batch_size > info.rows.size:
+            raise UserError(f"--batch-size {batch_size} is larger than the {info.rows.size} images available; "
+                            "use a smaller batch or a larger store")
+        if batch_size < 2:
+            raise UserError("--batch-size must be at least 2")
+        self.info, self.batch_size, self.seed, self.start_batch = info, batch_size, seed, start_batch
+        self.keys = ["images", "latents"] + (["classes"] if info.class_names else []) + list(keys)
+        self.pairing, self.rank, self.world = pairing, rank, world
+        size = info.rows.size * info.image_size**2 * 3 * (1 + len(keys))
+        self.in_memory = size <= IN_MEMORY_BYTES if in_memory is None else in_memory
+        self._memory: dict[str, np.ndarray] | None = None
+        self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+        self._chunks = np.unique(info.rows // info.chunk_size)
+
+    # ----- reading ------------------------------------------------------------------------------------
+    def _group(self) -> zarr.Group:
+        return zarr.open_group(self.info.path, mode="r")
+
+    def _chunk(self, k: int) -> dict[str, np.ndarray]:
+        """All arrays of chunk k (a small LRU cache avoids decompressing hot chunks twice)."""
+        if k in self._cache:
+            self._cache.move_to_end(k)
+            return self._cache[k]
+        g, sl = self._group(), slice(*chunk_bounds(k, self.info.chunk_size, self.info.n))
+        data = {key: g[key][sl] for key in self.keys}
+        self._cache[k] = data
+        if len(self._cache) > 16:
+            self._cache.popitem(last=False)
+        return data
+
+    def rows(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Arrays for arbitrary row ids (reads the chunks that hold them)."""
+        if self.in_memory:
+            if self._memory is None:
+                g = self._group()
+                self._memory = {key: g[key][:] for key in self.keys}
+            return {key: arr[rows] for key, arr in self._memory.items()}
+        out: dict[str, list[np.ndarray]] = {key: [] for key in self.keys}
+        order = np.argsort(rows, kind="stable")
+        for k in np.unique(rows // self.info.chunk_size):
+            sel = rows[order][rows[order] // self.info.chunk_size == k] - k * self.info.chunk_size
+            data = self._chunk(int(k))
+            for key in self.keys:
+                out[key].append(data[key][sel])
+        merged = {key: np.concatenate(v) for key, v in out.items()}
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return {key: v[inverse] for key, v in merged.items()}
+
+    # ----- batches ------------------------------------------------------------------------------------
+    def batch_rows(self, b: int) -> np.ndarray:
+        """Row ids of global batch b: a pure function of (seed, b)."""
+        rng = np.random.default_rng([self.seed, b])
+        if self.in_memory:
+            return np.sort(rng.choice(self.info.rows, self.batch_size, replace=False))
+        need = math.ceil(2 * self.batch_size / self.info.chunk_size)  # 2x rows to mix chunk neighbours
+        chunks = rng.choice(self._chunks, min(need, len(self._chunks)), replace=False)
+        pool = self.info.rows[np.isin(self.info.rows // self.info.chunk_size, chunks)]
+        if pool.size < self.batch_size:
+            pool = self.info.rows
+        return np.sort(rng.choice(pool, self.batch_size, replace=False))
+
+    def batch(self, b: int) -> dict[str, torch.Tensor]:
+        rows = self.batch_rows(b)
+        arrays = self.rows(rows)
+        arrays["index"] = rows
+        if self.pairing is not None:
+            arrays.update(self.pairing(rows, arrays, b))
+        return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        wi = get_worker_info()
+        wid, nw = (wi.id, wi.num_workers) if wi else (0, 1)
+        step = self.start_batch + wid
+        while True:
+            yield self.batch(step * self.world + self.rank)
+            step += nw
+
+
+def make_loader(dataset: StoreBatches, num_workers: int = 0) -> DataLoader:
+    """A DataLoader over pre-made batches (batch_size=None), with worker processes if asked."""
+    return DataLoader(dataset, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0,
+                      prefetch_factor=2 if num_workers > 0 else None)

@@ -1,0 +1,131 @@
+"""Encoders, registered by name: ResNet-18 with the papers' head, a small CNN and an MLP.
+
+Every encoder maps its input to (B, out_dim) through ``features`` (the inner representation the
+papers also score, e.g. ResNet-18's 100-d output) and ``head``, then applies an output
+constraint: none, the unit sphere, or the box (0, 1) via a sigmoid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import torch
+import torchvision
+from torch import nn
+from torch.nn import functional as F
+
+from causal.errors import UserError
+from training.registry import ENCODERS
+
+CONSTRAINTS = ("none", "sphere", "box")
+
+
+class Encoder(nn.Module):
+    """Base: ``forward(x) = constrain(head(features(x)))``."""
+
+    registry_name: ClassVar[str]
+    input_kind: ClassVar[str] = "image"  # "image" (B, 3, H, W) or "vector" (B, D)
+
+    def __init__(self, out_dim: int, constraint: str = "none"):
+        super().__init__()
+        if constraint not in CONSTRAINTS:
+            raise UserError(f"unknown output constraint {constraint!r}; choose one of {', '.join(CONSTRAINTS)}")
+        if out_dim <= 0:
+            raise UserError(f"encoder out_dim must be positive, got {out_dim}")
+        self.out_dim, self.constraint = out_dim, constraint
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.head(self.features(x))
+        if self.constraint == "sphere":
+            return F.normalize(z, dim=1)
+        if self.constraint == "box":
+            return torch.sigmoid(z)
+        return z
+
+
+class _PaperHead(nn.Module):
+    """LeakyReLU -> Linear(hidden, out_dim): the head of papers 000/001 on top of the backbone."""
+
+    def __init__(self, hidden: int, out_dim: int):
+        super().__init__()
+        self.act, self.fc = nn.LeakyReLU(), nn.Linear(hidden, out_dim)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.act(h))
+
+
+@ENCODERS.register("resnet18")
+class ResNet18(Encoder):
+    """torchvision ResNet-18 (random init) -> hidden (100) -> LeakyReLU -> Linear(out_dim); small-image stem < 96 px."""
+
+    def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 100, image_size: int = 224):
+        super().__init__(out_dim, constraint)
+        net = torchvision.models.resnet18(weights=None, num_classes=hidden)
+        if image_size < 96:  # CIFAR-style stem: keep resolution for small images
+            net.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+            net.maxpool = nn.Identity()
+        self.backbone, self._head = net, _PaperHead(hidden, out_dim)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone(x)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        return self._head(h)
+
+
+@ENCODERS.register("cnn")
+class SmallCNN(Encoder):
+    """4 conv blocks (32-64-128-256, stride 2) + global pool -> hidden -> LeakyReLU -> Linear(out_dim); fast on CPU."""
+
+    def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 100, width: int = 32,
+                 image_size: int = 64):
+        super().__init__(out_dim, constraint)
+        chans, layers = [3, width, 2 * width, 4 * width, 8 * width], []
+        for cin, cout in zip(chans[:-1], chans[1:], strict=True):
+            layers += [nn.Conv2d(cin, cout, 3, stride=2, padding=1), nn.BatchNorm2d(cout), nn.LeakyReLU()]
+        self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(chans[-1], hidden))
+        self._head = _PaperHead(hidden, out_dim)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        return self._head(h)
+
+
+@ENCODERS.register("mlp")
+class MLP(Encoder):
+    """MLP for latent vectors: in -> hidden... -> out with LeakyReLU (paper 001: n-10n-50n-50n-50n-50n-10n-n)."""
+
+    input_kind = "vector"
+
+    def __init__(self, out_dim: int, constraint: str = "none", in_dim: int = 10,
+                 hidden: Sequence[int] | None = None, image_size: int = 0):
+        super().__init__(out_dim, constraint)
+        sizes = [in_dim, *(hidden or [10 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 10 * in_dim])]
+        layers: list[nn.Module] = []
+        for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+            layers += [nn.Linear(a, b), nn.LeakyReLU()]
+        self.body, self.fc = nn.Sequential(*layers), nn.Linear(sizes[-1], out_dim)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        return self.fc(h)
+
+
+def build_encoder(name: str, out_dim: int, image_size: int, constraint: str = "none", **options: object) -> Encoder:
+    """An encoder by registered name (see ``ident3d train --list``)."""
+    cls = ENCODERS.get(name)
+    try:
+        return cls(out_dim=out_dim, constraint=constraint, image_size=image_size, **options)
+    except TypeError as exc:
+        raise UserError(f"encoder {name}: {exc}") from None

@@ -1,0 +1,15 @@
+"""Self-supervised objectives, one module each; importing this package registers them all in OBJECTIVES."""
+
+from training.objectives import (  # noqa: F401  (imported for their registration side effect)
+    align_maxent,
+    barlow_twins,
+    byol,
+    infonce,
+    lp_infonce,
+    moco_v2,
+    vicreg,
+)
+from training.objectives.base import Objective
+from training.registry import OBJECTIVES
+
+__all__ = ["OBJECTIVES", "Objective"]

@@ -1,0 +1,43 @@
+"""The objective interface: an nn.Module that owns whatever the method adds to the encoder
+(projector, predictor, momentum encoder, queue, decoder, ...) and turns views into a loss.
+
+Discriminative methods override ``loss(embeddings)``; methods with their own state or extra
+networks override ``forward``. The trainer only calls ``forward``, ``after_step`` and
+``parameters``, so generative models (decoders), flows and trainable augmentation channels plug in
+the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+
+class Objective(nn.Module):
+    """Base class of all objectives."""
+
+    registry_name: ClassVar[str]
+    n_views: ClassVar[int] = 2  # views per anchor the view maker must produce
+
+    def __init__(self, encoder: nn.Module, **hparams: Any):
+        super().__init__()
+        self.encoder = encoder
+        self.hparams = hparams
+
+    def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:
+        """Encode every view and return {"loss": scalar, ...logged scalars}."""
+        return self.loss([self.encoder(v) for v in views])
+
+    def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Loss from the views' embeddings (each (B, D)); override in discriminative objectives."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def after_step(self, step: int, total_steps: int) -> None:
+        """Called after each optimiser step (EMA updates, queues, schedules)."""
+
+    def representation(self, x: torch.Tensor) -> torch.Tensor:
+        """What evaluation encodes: the encoder's output by default."""
+        return self.encoder(x)

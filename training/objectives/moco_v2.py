@@ -1,0 +1,92 @@
+"""MoCo v2: contrast queries with a momentum encoder's keys and a queue of past keys as negatives."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from causal.errors import UserError
+from training.objectives.base import Objective
+from training.objectives.functional import cosine_momentum, ema_update_, frozen_copy
+from training.registry import OBJECTIVES
+
+
+def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, tau: float) -> torch.Tensor:
+    """Cross-entropy of [q.k_pos, q.queue^T] / tau with the positive at index 0 (q, k, queue l2-normalised)."""
+    pos = (q * k).sum(dim=1, keepdim=True)
+    neg = q @ queue.to(q.dtype).T
+    logits = torch.cat([pos, neg], dim=1) / tau
+    return F.cross_entropy(logits, torch.zeros(q.shape[0], dtype=torch.long, device=q.device))
+
+
+@OBJECTIVES.register("moco_v2")
+class MoCoV2(Objective):
+    """MoCo v2: momentum key encoder (EMA 0.99 -> 0.999, cosine) and a queue of negative keys, symmetrised.
+
+    Hyperparameters:
+        tau: temperature (default 0.2).
+        queue_size: number of negative keys kept (default 4096); initialised random on the unit sphere.
+        momentum_start / momentum_end: EMA momentum of the key encoder at step 0 / at the last step,
+            cosine schedule in between (defaults 0.99 / 0.999).
+    Both views' keys (2B per step) are enqueued in ``after_step``, after the EMA update. No shuffled
+    BatchNorm (single device).
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        *,
+        tau: float = 0.2,
+        queue_size: int = 4096,
+        momentum_start: float = 0.99,
+        momentum_end: float = 0.999,
+    ):
+        if tau <= 0 or int(queue_size) < 1:
+            raise UserError(f"moco_v2: need tau > 0 and queue_size >= 1, got {tau}, {queue_size}")
+        super().__init__(
+            encoder, tau=tau, queue_size=queue_size, momentum_start=momentum_start, momentum_end=momentum_end
+        )
+        self.tau, self.momentum_start, self.momentum_end = float(tau), float(momentum_start), float(momentum_end)
+        self.key_encoder = frozen_copy(encoder)
+        param = next(encoder.parameters(), None)
+        like = {} if param is None else {"device": param.device, "dtype": param.dtype}
+        queue = torch.randn(int(queue_size), int(encoder.out_dim), **like)
+        self.register_buffer("queue", F.normalize(queue, dim=1))
+        self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
+        self._pending_keys: torch.Tensor | None = None
+
+    def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:
+        """Symmetric MoCo loss (mean of view1->key2 and view2->key1); keeps the keys for ``after_step``."""
+        if len(views) != 2:
+            raise ValueError(f"moco_v2 expects 2 views, got {len(views)}")
+        q1, q2 = (F.normalize(self.encoder(v), dim=1) for v in views)
+        with torch.no_grad():
+            k1, k2 = (F.normalize(self.key_encoder(v), dim=1) for v in views)
+        loss = 0.5 * (moco_loss(q1, k2, self.queue, self.tau) + moco_loss(q2, k1, self.queue, self.tau))
+        if self.training:
+            self._pending_keys = torch.cat([k1, k2]).detach()
+        pos_sim = 0.5 * ((q1 * k2).sum(1).mean() + (q2 * k1).sum(1).mean())
+        return {"loss": loss, "pos_sim": pos_sim.detach()}
+
+    @torch.no_grad()
+    def momentum(self, step: int, total_steps: int) -> float:
+        """The key encoder's EMA momentum after optimiser step ``step`` of ``total_steps``."""
+        return cosine_momentum(step, total_steps, self.momentum_start, self.momentum_end)
+
+    @torch.no_grad()
+    def enqueue(self, keys: torch.Tensor) -> None:
+        """Write keys into the ring buffer at ``queue_ptr`` (wrapping around), oldest keys overwritten."""
+        size = self.queue.shape[0]
+        keys = keys[-size:].to(self.queue.dtype)
+        idx = (self.queue_ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size
+        self.queue[idx] = keys
+        self.queue_ptr.copy_((self.queue_ptr + keys.shape[0]) % size)
+
+    @torch.no_grad()
+    def after_step(self, step: int, total_steps: int) -> None:
+        """EMA-update the key encoder on the cosine schedule, then enqueue the last step's keys."""
+        ema_update_(self.key_encoder, self.encoder, self.momentum(step, total_steps))
+        if self._pending_keys is not None:
+            self.enqueue(self._pending_keys)
+            self._pending_keys = None

@@ -1,0 +1,49 @@
+"""Name -> class registries for objectives, view makers and encoders (solo-learn style).
+
+Each registered class has a one-line docstring; ``ident3d train --list`` prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from causal.errors import UserError
+
+T = TypeVar("T")
+
+
+class Registry:
+    """A named collection of classes registered with ``@REGISTRY.register("name")``."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, type] = {}
+
+    def register(self, name: str) -> Callable[[type[T]], type[T]]:
+        def deco(cls: type[T]) -> type[T]:
+            if name in self._items:
+                raise ValueError(f"{self.kind} {name!r} registered twice")
+            self._items[name] = cls
+            cls.registry_name = name  # type: ignore[attr-defined]
+            return cls
+
+        return deco
+
+    def get(self, name: str) -> type:
+        if name not in self._items:
+            raise UserError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(sorted(self._items))} "
+                            "(see ident3d train --list)")
+        return self._items[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(name, first docstring line) for every entry."""
+        return [(n, (self._items[n].__doc__ or "").strip().splitlines()[0]) for n in self.names()]
+
+
+OBJECTIVES = Registry("objective")
+VIEWS = Registry("view maker")
+ENCODERS = Registry("encoder")

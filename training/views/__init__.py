@@ -1,0 +1,34 @@
+"""View makers: turn a batch of anchors into the views an objective compares (see ``training.views.base``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from causal.errors import UserError
+from training.registry import VIEWS
+from training.views import (
+    augment,  # noqa: F401  (registers the DA view makers)
+    latent,  # noqa: F401  (registers lt_exact, lt_nn)
+)
+from training.views.augment import DA_RECIPES, DAViewMaker
+from training.views.base import Normalize, ViewMaker, to_float
+
+__all__ = ["Normalize", "ViewMaker", "make_view_maker", "to_float"]
+
+
+def make_view_maker(spec: str, normalize: Normalize, **options: Any) -> ViewMaker:
+    """Build a view maker from a registered name, a '+' combination of DA recipes (e.g. 'crop_large+colour'),
+    or an LT maker with its argument: 'lt_exact:VIEW' (a stored view) or 'lt_nn:CHANGE' (a change set)."""
+    name, sep, arg = spec.partition(":")
+    if sep:
+        key = {"lt_exact": "view", "lt_nn": "change"}.get(name)
+        if key is None:
+            raise UserError(f"view maker {name!r} takes no ':' argument; only lt_exact:VIEW and lt_nn:CHANGE do")
+        return VIEWS.get(name)(normalize, **{key: arg}, **options)
+    parts = [p.strip() for p in spec.split("+")]
+    if len(parts) == 1 and parts[0] in VIEWS.names():
+        return VIEWS.get(parts[0])(normalize, **options)
+    if len(parts) > 1 and all(p in DA_RECIPES for p in parts):
+        return DAViewMaker(normalize, recipes=parts, **options)
+    raise UserError(f"unknown view maker {spec!r}; choose one of: {', '.join(VIEWS.names())}, "
+                    f"or a '+' combination of {', '.join(DA_RECIPES)} (see ident3d train --list)")

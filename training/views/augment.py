@@ -1,0 +1,217 @@
+"""Data-augmentation (DA) view makers: kornia crop / rotation / colour recipes applied to the same anchor (z~ = z).
+
+Each recipe is a *stage*; a view maker runs its stages in the canonical order crop -> rotation -> colour (the
+papers' pipelines) and normalises at the end. All image work happens on the batch's device, one kornia call per
+augmentation per view.
+
+Determinism: kornia draws its parameters from the global CPU RNG (its samplers stay on CPU because the modules are
+never moved). Before every kornia call we take a seed from the caller's ``torch.Generator`` and run the call inside
+``torch.random.fork_rng(devices=[])`` after seeding only the CPU generator, so the same generator state gives the
+same parameters (and, on CPU, bit-identical views) without disturbing the global RNG. Rotation draws its angles
+directly from a generator seeded the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import kornia.augmentation as KA
+import torch
+
+from causal.errors import UserError
+from training.registry import VIEWS
+from training.views.base import Normalize, ViewMaker, to_float
+
+_SEED_HIGH = 2**62
+
+
+def draw_seeds(generator: torch.Generator | None, n: int) -> list[int]:
+    """``n`` integer seeds from ``generator`` (the global CPU RNG if None), so every random step is reproducible."""
+    return [int(s) for s in torch.randint(0, _SEED_HIGH, (n,), generator=generator)]
+
+
+def run_seeded(module: KA.AugmentationBase2D, x: torch.Tensor, seed: int) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Apply a kornia augmentation with its global-RNG draws pinned to ``seed``; return output and its params."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        out = module(x)
+    return out, module._params
+
+
+class Stage:
+    """One DA recipe: transforms all views of a batch and reports the parameters it sampled."""
+
+    name: ClassVar[str]
+    kind: ClassVar[str]  # "crop", "rotation" or "colour": decides the canonical order and exclusivity
+
+    def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+
+class CropStage(Stage):
+    """RandomResizedCrop back to the input size (bicubic) + horizontal flip p = 0.5, drawn per view and sample."""
+
+    kind = "crop"
+
+    def __init__(self, name: str, scale: tuple[float, float]):
+        self.name, self.scale = name, scale
+        self._crops: dict[tuple[int, int], KA.RandomResizedCrop] = {}
+        self.flip = KA.RandomHorizontalFlip(p=0.5)
+
+    def _crop(self, size: tuple[int, int]) -> KA.RandomResizedCrop:
+        """The crop module for an output size (built once per size; 'resample' mode warps the batch in one call)."""
+        if size not in self._crops:
+            self._crops[size] = KA.RandomResizedCrop(
+                size, scale=self.scale, ratio=(3 / 4, 4 / 3), resample="bicubic", cropping_mode="resample")
+        return self._crops[size]
+
+    def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        crop = self._crop((views[0].shape[-2], views[0].shape[-1]))
+        out, params = [], {}
+        for i, (x, s) in enumerate(zip(views, _split_seed(seed, len(views)), strict=True)):
+            x, p = run_seeded(crop, x, s)
+            params[f"view{i}/crop_box"] = p["src"]  # (B, 4, 2) corners (x, y): TL, TR, BR, BL in input pixels
+            x, p = run_seeded(self.flip, x.clamp_(0.0, 1.0), s + 1)  # bicubic overshoots [0, 1]
+            params[f"view{i}/flip"] = p["batch_prob"] > 0.5
+            out.append(x)
+        return out, params
+
+
+class ColourStage(Stage):
+    """ColorJitter(0.8, 0.8, 0.8, 0.2) with p = 0.8, then RandomGrayscale p = 0.2, drawn per view and sample.
+
+    kornia's ``ColorJitter`` (not ``ColorJiggle``) is used because it implements torchvision's formulas:
+    multiplicative brightness in [0.2, 1.8], contrast/saturation blends with the grayscale mean/image, and
+    torchvision's hue shift; the order of the four steps is drawn per call (shared by the batch).
+    """
+
+    kind = "colour"
+    name = "colour"
+
+    def __init__(self) -> None:
+        self.jitter = KA.ColorJitter(0.8, 0.8, 0.8, 0.2, p=0.8)
+        self.gray = KA.RandomGrayscale(p=0.2)
+
+    def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        out, params = [], {}
+        for i, (x, s) in enumerate(zip(views, _split_seed(seed, len(views)), strict=True)):
+            x, p = run_seeded(self.jitter, x, s)
+            params[f"view{i}/jitter_applied"] = p["batch_prob"] > 0.5
+            for factor in ("brightness", "contrast", "saturation", "hue"):
+                params[f"view{i}/{factor}"] = p[f"{factor}_factor"]
+            params[f"view{i}/jitter_order"] = p["order"]
+            x, p = run_seeded(self.gray, x, s + 1)
+            params[f"view{i}/grayscale"] = p["batch_prob"] > 0.5
+            out.append(x)
+        return out, params
+
+
+class RotationStage(Stage):
+    """Exact rotations by multiples of 90 degrees; the two views of an anchor get two different angles."""
+
+    kind = "rotation"
+    name = "rotation"
+
+    def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        if len(views) != 2:
+            raise ValueError("rotation makes exactly two views")
+        b, _, h, w = views[0].shape
+        if h != w:
+            raise UserError(f"rotation needs square images, got {h}x{w}")
+        g = torch.Generator().manual_seed(seed)
+        k0 = torch.randint(0, 4, (b,), generator=g)
+        k1 = (k0 + torch.randint(1, 4, (b,), generator=g)) % 4  # a non-zero offset: the angles always differ
+        out = [rotate90(x, k.to(x.device, non_blocking=True)) for x, k in zip(views, (k0, k1), strict=True)]
+        return out, {"view0/rotation_k": k0, "view1/rotation_k": k1}
+
+
+def rotate90(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Rotate each image ``x[i]`` (B, C, H, H) by ``k[i] * 90`` degrees counter-clockwise, exactly and sync-free."""
+    out = x
+    for j in (1, 2, 3):
+        out = torch.where((k == j).view(-1, 1, 1, 1), torch.rot90(x, j, dims=(2, 3)), out)
+    return out
+
+
+def _split_seed(seed: int, n: int) -> list[int]:
+    """``n`` independent seeds from one (views are drawn independently of each other)."""
+    return draw_seeds(torch.Generator().manual_seed(seed), n)
+
+
+DA_RECIPES = ("crop_large", "crop_small", "rotation", "colour")  # names that combine with '+'
+STAGE_ORDER = ("crop", "rotation", "colour")  # canonical pipeline order: geometry, then orientation, then colour
+
+
+def make_stage(name: str) -> Stage:
+    """A fresh stage for a DA recipe name."""
+    if name == "crop_large":
+        return CropStage(name, (0.8, 1.0))
+    if name == "crop_small":
+        return CropStage(name, (0.08, 1.0))
+    if name == "colour":
+        return ColourStage()
+    if name == "rotation":
+        return RotationStage()
+    raise UserError(f"unknown DA recipe {name!r}; choose from {', '.join(DA_RECIPES)}")
+
+
+
+class DAViewMaker(ViewMaker):
+    """Two independently augmented views of the same images (z~ = z), normalised; recipes combine with '+'."""
+
+    recipes: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, normalize: Normalize, recipes: Sequence[str] | None = None, **options: Any):
+        super().__init__(normalize, **options)
+        stages = [make_stage(r) for r in (self.recipes if recipes is None else recipes)]
+        kinds = [s.kind for s in stages]
+        if len(set(kinds)) != len(kinds):
+            raise UserError(f"DA recipes {'+'.join(s.name for s in stages)} repeat a kind (one crop at most)")
+        self.stages = sorted(stages, key=lambda s: STAGE_ORDER.index(s.kind))
+        self.spec = "+".join(s.name for s in self.stages) or "none"
+
+    def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        x = to_float(batch["images"])
+        views = [x] * self.n_views
+        seeds = draw_seeds(generator, len(self.stages))
+        params: dict[str, torch.Tensor] = {}
+        for stage, seed in zip(self.stages, seeds, strict=True):
+            views, p = stage(views, seed)
+            params.update(p)
+        self.last_params = params
+        return [self.normalize(v) for v in views]
+
+
+@VIEWS.register("none")
+class NoAugment(DAViewMaker):
+    """Identity views (the anchor twice): a debugging baseline."""
+
+
+@VIEWS.register("crop_large")
+class CropLarge(DAViewMaker):
+    """Random resized crop, scale (0.8, 1), bicubic, + horizontal flip."""
+
+    recipes = ("crop_large",)
+
+
+@VIEWS.register("crop_small")
+class CropSmall(DAViewMaker):
+    """Random resized crop, scale (0.08, 1), bicubic, + horizontal flip."""
+
+    recipes = ("crop_small",)
+
+
+@VIEWS.register("colour")
+class Colour(DAViewMaker):
+    """Colour distortion: ColorJitter(0.8, 0.8, 0.8, 0.2) p = 0.8, then grayscale p = 0.2."""
+
+    recipes = ("colour",)
+
+
+@VIEWS.register("rotation")
+class Rotation(DAViewMaker):
+    """Two different rotations from {0, 90, 180, 270} degrees."""
+
+    recipes = ("rotation",)
+
