@@ -14,7 +14,8 @@ import yaml
 
 from causal.errors import UserError
 
-RESUMABLE_CHANGES = {"steps", "num_workers", "log_every", "checkpoint_every", "tensorboard", "device"}
+RESUMABLE_CHANGES = {"steps", "log_every", "checkpoint_every", "tensorboard", "device"}  # not num_workers:
+# batch contents depend on the number of loader lanes
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:

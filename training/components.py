@@ -59,7 +59,8 @@ def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1) -> 
     keys = [k for k in views.requires if k.startswith("views/")]
     if keys:
         keys += [k.replace("/images", "/latents") for k in keys]
-    dataset = StoreBatches(info, cfg.batch_size, cfg.seed, start_batch=start_batch, keys=keys, rank=rank, world=world)
+    dataset = StoreBatches(info, cfg.batch_size, cfg.seed, start_batch=start_batch, keys=keys, rank=rank, world=world,
+                           lanes=cfg.num_workers)
     if "pair/images" in views.requires:
         from training.pairs import NearestNeighbourPairs
 

@@ -90,12 +90,13 @@ class StoreBatches(IterableDataset):
     """An endless stream of training batches (dicts of tensors) from one store.
 
     ``keys``: arrays to read besides ``images``/``latents``/``classes`` (e.g. ``views/hues/images``).
-    ``pairing``: an optional callable (rows, arrays) -> extra arrays, used by LT nearest-neighbour pairs.
+    ``pairing``: an optional callable (rows, arrays, batch) -> extra arrays (LT nearest-neighbour pairs).
+    ``lanes``: the number of DataLoader workers that will read it (batch contents depend on it).
     """
 
     def __init__(self, info: StoreInfo, batch_size: int, seed: int, start_batch: int = 0,
                  keys: Sequence[str] = (), pairing: Any = None, in_memory: bool | None = None,
-                 rank: int = 0, world: int = 1):
+                 rank: int = 0, world: int = 1, lanes: int = 1):
         super().__init__()
         if batch_size > info.rows.size:
             raise UserError(f"--batch-size {batch_size} is larger than the {info.rows.size} images available; "
@@ -104,7 +105,7 @@ class StoreBatches(IterableDataset):
             raise UserError("--batch-size must be at least 2")
         self.info, self.batch_size, self.seed, self.start_batch = info, batch_size, seed, start_batch
         self.keys = ["images", "latents"] + (["classes"] if info.class_names else []) + list(keys)
-        self.pairing, self.rank, self.world = pairing, rank, world
+        self.pairing, self.rank, self.world, self.lanes = pairing, rank, world, max(1, lanes)
         size = info.rows.size * info.image_size**2 * 3 * (1 + len(keys))
         self.in_memory = size <= IN_MEMORY_BYTES if in_memory is None else in_memory
         self._memory: dict[str, np.ndarray] | None = None
@@ -123,56 +124,74 @@ class StoreBatches(IterableDataset):
         g, sl = self._group(), slice(*chunk_bounds(k, self.info.chunk_size, self.info.n))
         data = {key: g[key][sl] for key in self.keys}
         self._cache[k] = data
-        if len(self._cache) > 16:
+        if len(self._cache) > self._window_width():  # the current window's chunks, nothing more
             self._cache.popitem(last=False)
         return data
 
     def rows(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Arrays for arbitrary row ids (reads the chunks that hold them)."""
+        """Arrays for arbitrary row ids (reads the chunks that hold them; one copy into the output)."""
         if self.in_memory:
             if self._memory is None:
                 g = self._group()
                 self._memory = {key: g[key][:] for key in self.keys}
             return {key: arr[rows] for key, arr in self._memory.items()}
-        out: dict[str, list[np.ndarray]] = {key: [] for key in self.keys}
-        order = np.argsort(rows, kind="stable")
-        for k in np.unique(rows // self.info.chunk_size):
-            sel = rows[order][rows[order] // self.info.chunk_size == k] - k * self.info.chunk_size
+        chunk_of = rows // self.info.chunk_size
+        out: dict[str, np.ndarray] = {}
+        for k in np.unique(chunk_of):
+            where = np.flatnonzero(chunk_of == k)
             data = self._chunk(int(k))
             for key in self.keys:
-                out[key].append(data[key][sel])
-        merged = {key: np.concatenate(v) for key, v in out.items()}
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(order.size)
-        return {key: v[inverse] for key, v in merged.items()}
+                if key not in out:
+                    out[key] = np.empty((rows.size, *data[key].shape[1:]), data[key].dtype)
+                out[key][where] = data[key][rows[where] - k * self.info.chunk_size]
+        return out
 
     # ----- batches ------------------------------------------------------------------------------------
-    def batch_rows(self, b: int) -> np.ndarray:
-        """Row ids of global batch b: a pure function of (seed, b)."""
-        rng = np.random.default_rng([self.seed, b])
-        if self.in_memory:
-            return np.sort(rng.choice(self.info.rows, self.batch_size, replace=False))
-        need = math.ceil(2 * self.batch_size / self.info.chunk_size)  # 2x rows to mix chunk neighbours
-        chunks = rng.choice(self._chunks, min(need, len(self._chunks)), replace=False)
-        pool = self.info.rows[np.isin(self.info.rows // self.info.chunk_size, chunks)]
-        if pool.size < self.batch_size:
-            pool = self.info.rows
-        return np.sort(rng.choice(pool, self.batch_size, replace=False))
+    def _window_width(self) -> int:
+        """Chunks per shuffling window: enough for 4 batches."""
+        return int(min(len(self._chunks), max(2, math.ceil(4 * self.batch_size / self.info.chunk_size))))
 
-    def batch(self, b: int) -> dict[str, torch.Tensor]:
-        rows = self.batch_rows(b)
+    def batch_rows(self, step: int) -> np.ndarray:
+        """Row ids of the batch at ``step``: a pure function of (seed, step, lanes, rank, world).
+
+        In memory: B random rows. Streaming: the chunks are shuffled per epoch and cut into windows of
+        W chunks whose rows are shuffled and cut into batches; each loader lane (a DataLoader worker
+        of a DDP rank) walks its own windows, so a chunk is read about once per epoch, and batches still
+        mix rows of W different chunks.
+        """
+        if self.in_memory:
+            rng = np.random.default_rng([self.seed, step, self.rank])
+            return np.sort(rng.choice(self.info.rows, self.batch_size, replace=False))
+        chunks, c = self._chunks, self.info.chunk_size
+        width = self._window_width()
+        per_window = max(1, (width * c) // self.batch_size)
+        lanes = self.lanes * self.world
+        lane = (step % self.lanes) * self.world + self.rank
+        j = step // self.lanes
+        window = (j // per_window) * lanes + lane
+        epoch, w = divmod(window, max(1, len(chunks) // width))
+        picked = np.random.default_rng([self.seed, epoch]).permutation(chunks)[w * width:(w + 1) * width]
+        pool = self.info.rows[np.isin(self.info.rows // c, picked)]
+        order = np.random.default_rng([self.seed, epoch, w]).permutation(pool)
+        if order.size < self.batch_size:
+            order = np.random.default_rng([self.seed, step]).choice(self.info.rows, self.batch_size, replace=False)
+        off = (j % per_window) * self.batch_size % max(1, order.size - self.batch_size + 1)
+        return np.sort(order[off:off + self.batch_size])
+
+    def batch(self, step: int) -> dict[str, torch.Tensor]:
+        rows = self.batch_rows(step)
         arrays = self.rows(rows)
         arrays["index"] = rows
         if self.pairing is not None:
-            arrays.update(self.pairing(rows, arrays, b))
+            arrays.update(self.pairing(rows, arrays, step * self.world + self.rank))
         return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         wi = get_worker_info()
         wid, nw = (wi.id, wi.num_workers) if wi else (0, 1)
-        step = self.start_batch + wid
+        step = self.start_batch + wid  # the DataLoader takes one batch from each worker in turn
         while True:
-            yield self.batch(step * self.world + self.rank)
+            yield self.batch(step)
             step += nw
 
 
