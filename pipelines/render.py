@@ -75,7 +75,7 @@ def plan(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]
         raise UserError(f"--resolution must be at least 8 px, got {args.resolution}")
     if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
-    if args.chunk_size <= 0 or args.workers <= 0 or args.seed < 0:
+    if args.chunk_size <= 0 or (args.workers is not None and args.workers <= 0) or args.seed < 0:
         raise UserError("--chunk-size and --workers must be positive and --seed non-negative")
     scene = load_scene(args.scene)
     meshes = parse_meshes(args.meshes)
@@ -118,6 +118,13 @@ def plan(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any]]
     return job, attrs, layout
 
 
+def default_workers(resolution: int) -> int:
+    """Worker processes for a local cluster. Measured on 2 cores (benchmarks/render_bench.py): at 64 px one
+    2-thread Blender gives 16.0 img/s vs 13.3 for two 1-thread ones; at 224 px two give 1.66 vs 0.90."""
+    cores = os.cpu_count() or 1
+    return cores if resolution >= 128 else max(1, cores // 2)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "render", help="render latents into a Zarr image store (parallel, resumable)",
@@ -143,8 +150,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="OpenImageDenoise on/off (default: the preset's)")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto", help="Cycles device")
     p.add_argument("--seed", type=int, default=0, help="seed for latents and Cycles (default 0)")
-    p.add_argument("--workers", type=int, default=max(1, os.cpu_count() or 1),
-                   help="local Dask worker processes, one Blender each (default: CPU count)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local Dask worker processes, one Blender each, sharing the cores (default: one per core "
+                        "from 128 px up, one per two cores below, which measured fastest)")
     p.add_argument("--chunk-size", type=int, default=64, help="images per chunk/task (default 64)")
     p.add_argument("--views", metavar="NAME:CHANGESET[,...]",
                    help="also render exact LT counterparts, e.g. hues:hues,pos:positions+hues; "
@@ -162,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     from render import driver
 
     job, attrs, layout = plan(args)
-    report = driver.run(job, attrs, layout, workers=args.workers, scheduler=args.scheduler,
+    workers = args.workers or default_workers(layout["height"])
+    report = driver.run(job, attrs, layout, workers=workers, scheduler=args.scheduler,
                         overwrite=args.overwrite, retries=args.retries, progress=not args.no_progress)
     if not report.rendered and not report.failed:
         print(f"{job.out} is complete ({job.n} images, {job.n_chunks} chunks); nothing to do "
