@@ -1,0 +1,62 @@
+"""Encode a store with a trained run: the encoder's inner layer (``features``) and its output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import zarr
+
+from causal.errors import UserError
+from render.store import chunk_bounds
+
+
+def load_run(run_dir: str | Path) -> tuple[Any, torch.nn.Module]:
+    """(TrainConfig, objective with trained weights) from a run directory."""
+    from training.trainer import CHECKPOINT, TrainConfig, load_checkpoint
+
+    run = Path(run_dir)
+    if not (run / "config.json").is_file():
+        raise UserError(f"{run} is not a run directory (no config.json); make one with `ident3d train`")
+    if not (run / CHECKPOINT).is_file():
+        raise UserError(f"{run} has no {CHECKPOINT} yet; train it (or let it reach its first checkpoint) first")
+    cfg = TrainConfig(**json.loads((run / "config.json").read_text()))
+    return cfg, load_checkpoint(run / CHECKPOINT)
+
+
+def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, device: str = "cpu",
+                 batch_size: int = 256) -> dict[str, np.ndarray]:
+    """{"inner": (N, H), "output": (N, D), "latents": (N, L), "classes": (N,) or absent} for ``rows``."""
+    from training.components import build_encoder_for
+    from training.objectives import OBJECTIVES
+    from training.views import Normalize, to_float
+
+    encoder = build_encoder_for(cfg, info)
+    objective = OBJECTIVES.get(cfg.objective)(encoder, **cfg.objective_args)
+    objective.load_state_dict(state["model"])
+    objective.to(device).eval()
+    norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
+    g = zarr.open_group(info.path, mode="r")
+    inner, output = [], []
+    chunks = np.unique(rows // info.chunk_size)
+    keep = []
+    with torch.no_grad():
+        for k in chunks:
+            lo, hi = chunk_bounds(int(k), info.chunk_size, info.n)
+            sel = rows[(rows >= lo) & (rows < hi)]
+            images = g["images"][lo:hi][sel - lo]
+            keep.append(sel)
+            for i in range(0, len(images), batch_size):
+                x = norm(to_float(torch.from_numpy(images[i:i + batch_size]).to(device)))
+                h = encoder.features(x)
+                inner.append(h.float().cpu().numpy())
+                output.append(objective.representation(x).float().cpu().numpy())
+    order = np.concatenate(keep)
+    out = {"inner": np.concatenate(inner), "output": np.concatenate(output), "rows": order,
+           "latents": g["latents"][:][order]}
+    if info.class_names:
+        out["classes"] = g["classes"][:][order]
+    return out

@@ -1,0 +1,107 @@
+"""``ident3d evaluate``: score a trained run on a test store (R^2 per latent, class accuracy, MCC),
+grouped into content and style as in paper 000's table, for the encoder's output and inner layer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causal.errors import UserError
+from pipelines.files import check_output, write_atomic
+
+
+def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int = 20480, kernel: bool = True,
+                 device: str = "auto") -> dict[str, Any]:
+    """Encode the test store with the run and score every latent; returns the report as a dict."""
+    from evaluation import linear_probe_accuracy, mcc, r2_per_latent
+    from evaluation.encode import encode_store, load_run
+    from evaluation.report import columns, markdown, style_latents, table_row
+    from training.data import store_info
+    from training.trainer import pick_device
+
+    cfg, state = load_run(run_dir)
+    info = store_info(test_store)
+    stored_views = info.views
+    if Path(cfg.data).exists():
+        train_info = store_info(cfg.data, allow_partial=True)
+        if (train_info.scene, train_info.latent_names) != (info.scene, info.latent_names):
+            raise UserError(f"{test_store} is a {info.scene} store but the run was trained on {train_info.scene} "
+                            f"({cfg.data}); evaluate on a store of the same scene and latents")
+        if train_info.image_size != info.image_size:
+            raise UserError(f"{test_store} has {info.image_size} px images, the run was trained on "
+                            f"{train_info.image_size} px")
+        stored_views = train_info.views  # the pairs the run was trained on
+    rows = info.rows
+    if rows.size < 20:
+        raise UserError(f"{test_store} has only {rows.size} finished images; evaluation needs at least 20")
+    fit_n = min(n_fit, rows.size // 3)
+    rows = rows[: fit_n + min(n_score, rows.size - fit_n)]
+    enc = encode_store(cfg, state, info, rows, device=str(pick_device(device)))
+    y, names = enc["latents"], info.latent_names
+    cols = columns(names, info.latent_groups)
+    style = style_latents(cfg.views, info.scm, stored_views)
+    style_cols = {f"{g}: {p}" for g, p, ms in cols if set(ms) <= style}
+    report: dict[str, Any] = {"run": str(run_dir), "test_store": test_store, "views": cfg.views,
+                              "objective": cfg.objective, "n_fit": fit_n, "n_score": len(rows) - fit_n,
+                              "style_latents": sorted(style), "layers": {}}
+    table = {}
+    for layer in ("output", "inner"):
+        z = enc[layer]
+        zf, zs, yf, ys = z[:fit_n], z[fit_n:], y[:fit_n], y[fit_n:]
+        lin = r2_per_latent(zf, yf, zs, ys, kind="linear")
+        ker = r2_per_latent(zf, yf, zs, ys, kind="kernel") if kernel else lin
+        acc = None
+        if "classes" in enc:
+            acc = linear_probe_accuracy(zf, enc["classes"][:fit_n], zs, enc["classes"][fit_n:])
+        row = table_row(ker.scores, names, cols, acc)
+        table[f"{layer} ({z.shape[1]}-d)"] = row
+        report["layers"][layer] = {
+            "dim": int(z.shape[1]), "r2_method": ker.method, "class_accuracy": acc,
+            "r2_kernel": dict(zip(names, ker.scores.round(4).tolist(), strict=True)),
+            "r2_linear": dict(zip(names, lin.scores.round(4).tolist(), strict=True)),
+            "mcc_pearson_out_of_sample": mcc(yf, zf, z_true_test=ys, z_pred_test=zs) if z.shape[1] <= 512 else None,
+            "table": row,
+        }
+    method = report["layers"]["output"]["r2_method"]
+    report["markdown"] = markdown(table, style_cols, note=f"R^2: {method}; (S) style = changed by {cfg.views}, "
+                                                          "(C) content; bold: >= 0.5")
+    return report
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate", help="score a trained run on a test store (R^2 per latent, class accuracy)",
+        description="Encode a test store with a trained run and report, per latent, how well it can be "
+                    "predicted from the representation (linear and RBF kernel-ridge R^2, fit and scored on "
+                    "separate halves of the store), class accuracy and MCC, for the encoder's output and its "
+                    "inner layer, grouped into content and style as in paper 000.",
+        epilog="example: ident3d evaluate --run runs/da_crop --data stores/c3d_test.zarr --out report.json")
+    p.add_argument("--run", dest="run_dir", required=True, metavar="RUN_DIR", help="a run directory (ident3d train)")
+    p.add_argument("--data", required=True, metavar="STORE", help="test store (same scene as the training store)")
+    p.add_argument("--out", help="write the report as JSON here")
+    p.add_argument("--fit", type=int, default=10240, help="images to fit the regressions on (default 10240)")
+    p.add_argument("--score", type=int, default=20480, help="images to score them on (default 20480)")
+    p.add_argument("--no-kernel", action="store_true", help="linear R^2 only (fast)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.fit <= 0 or args.score <= 0:
+        raise UserError("--fit and --score must be positive")
+    out = check_output(args.out, (".json",), args.overwrite) if args.out else None
+    report = evaluate_run(args.run_dir, args.data, args.fit, args.score, kernel=not args.no_kernel, device=args.device)
+    print(report["markdown"])
+    if out:
+        write_atomic(out, lambda p: p.write_text(json.dumps(report, indent=2, default=_jsonable) + "\n"))
+        print(f"wrote {out}")
+    return 0
+
+
+def _jsonable(x: Any) -> Any:
+    return x.item() if isinstance(x, np.generic) else str(x)
