@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from causal.errors import UserError
-from pipelines import evaluate, render, sample, scm, show, train
+from pipelines import compare, demo, evaluate, render, sample, scm, show, train
 
-SUBCOMMANDS = (sample, scm, render, show, train, evaluate)
+SUBCOMMANDS = (demo, sample, scm, render, show, train, evaluate, compare)
 
 
 class _Parser(argparse.ArgumentParser):
