@@ -90,10 +90,6 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     hp = dict(train.get("hp") or {})
     args = {k: v for k, v in train.items() if k != "hp"}
     cfg = TrainConfig(data=train_store, views=views, seed=seed, objective_args=hp, **args)
-    from training.components import build_run
-
-    build_run(cfg)  # fills the normalisation statistics
-    (cell / "config.json").write_text(json.dumps(cfg.__dict__, indent=2) + "\n")
     fit(cfg, cell, resume=(cell / "checkpoint.pt").exists(), progress=False)
     rep = evaluate_run(str(cell), test_store, evaluate.get("fit", 10240), evaluate.get("score", 20480),
                        kernel=evaluate.get("kernel", True))

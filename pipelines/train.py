@@ -14,8 +14,8 @@ import yaml
 
 from causal.errors import UserError
 
-RESUMABLE_CHANGES = {"steps", "log_every", "checkpoint_every", "tensorboard", "device"}  # not num_workers:
-# batch contents depend on the number of loader lanes
+# options a resumed run may change; not num_workers: batch contents depend on the number of loader lanes
+RESUMABLE_CHANGES = {"steps", "log_every", "checkpoint_every", "tensorboard", "device"}
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
@@ -132,10 +132,6 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     out = Path(args.out)
     resuming = prepare_run_dir(cfg, out, args.resume, args.overwrite)
-    from training.components import build_run
-
-    build_run(cfg)  # validate everything (names, store, views, batch size) before writing the config
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
     last = train(cfg, out, resume=resuming, progress=not args.no_progress)
     loss = last.get("loss", float("nan"))
     print(f"trained {cfg.objective} with {cfg.views} to step {last.get('step')}: loss {loss:.4f} -> {out}")

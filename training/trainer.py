@@ -148,7 +148,9 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
         state = load_checkpoint(ckpt_path)
         start = int(state["step"])
     torch.manual_seed(cfg.seed)
-    run = build_run(cfg, start_batch=start, rank=rank, world=world)
+    run = build_run(cfg, start_batch=start, rank=rank, world=world)  # validates names, store, views, batch size
+    if rank == 0:  # written once everything is valid, with the store's normalisation statistics filled in
+        (run_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
     objective: nn.Module = run.objective.to(device)
     optimizer = torch.optim.Adam(objective.parameters(), lr=cfg.lr)
     if state is not None:
