@@ -9,6 +9,7 @@ from causal.errors import UserError
 
 DEVICES = ("auto", "cpu", "gpu")
 PREFILTERS = ("NONE", "FAST", "ACCURATE")
+HUE_MODES = ("wrap", "original")
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class RenderSettings:
     threads: int = 0  # 0: $OMP_NUM_THREADS if set (the Dask driver sets it per worker), else all cores
     device: str = "auto"  # 'auto': GPU if Cycles finds one, else CPU
     denoise_prefilter: str = "ACCURATE"  # OIDN albedo/normal prefilter; FAST is ~3x cheaper at 64 px
+    # 'wrap': hues mod 1 (default); 'original': negative hues unwrapped and clamped, as the original generator did
+    hue_mode: str = "wrap"
 
     def __post_init__(self) -> None:
         if self.resolution < 8 or self.samples < 1 or self.max_bounces < 0 or self.threads < 0:
@@ -30,6 +33,8 @@ class RenderSettings:
             raise UserError(f"render device {self.device!r} is not one of {', '.join(DEVICES)}")
         if self.denoise_prefilter not in PREFILTERS:
             raise UserError(f"denoise_prefilter {self.denoise_prefilter!r} is not one of {', '.join(PREFILTERS)}")
+        if self.hue_mode not in HUE_MODES:
+            raise UserError(f"hue mode {self.hue_mode!r} is not one of {', '.join(HUE_MODES)}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain form (recorded in a store's attributes)."""
