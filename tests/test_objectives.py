@@ -131,14 +131,84 @@ def test_lp_infonce_matches_manual_computation(p):
     assert obj.loss([t(f1), t(f2)])["loss"].item() == pytest.approx((row + col) / 2, abs=1e-8)
 
 
+def lp_dist(u: list[float], v: list[float], p: float) -> float:
+    """||u - v||_p^p of two plain float lists."""
+    return sum(abs(a - b) ** p for a, b in zip(u, v, strict=True))
+
+
+def plain_rolled_lp_infonce(f1, f2, p: float, tau: float, simclr_compat: bool, alpha: float = 0.5) -> float:
+    """Paper 001's rolled loss straight from its formula, with Python loops over i and k on floats.
+
+    f3 = roll(f1, 1) (f3[k] = f1[k - 1]), pos_i = ||f1_i - f2_i||_p^p, neg_ik = ||f1_i - f3_k||_p^p for all k;
+    per anchor 2 [a pos_i / tau + (1 - a) S_i] with S_i = log(sum_k exp(-neg_ik / tau) + exp(-pos_i / tau))
+    (simclr_compat) or S_i = log((1 / B) sum_k exp(-neg_ik / tau)); the loss is the mean over i.
+    """
+    b = len(f1)
+    f3 = [f1[(k - 1) % b] for k in range(b)]
+    total = 0.0
+    for i in range(b):
+        pos = lp_dist(f1[i], f2[i], p)
+        acc = 0.0
+        for k in range(b):
+            acc += math.exp(-lp_dist(f1[i], f3[k], p) / tau)
+        second = math.log(acc + math.exp(-pos / tau)) if simclr_compat else math.log(acc / b)
+        total += 2.0 * (alpha * pos / tau + (1.0 - alpha) * second)
+    return total / b
+
+
+def plain_one_negative_lp_infonce(f1, f2, p: float, tau: float, alpha: float = 0.5) -> float:
+    """The OLD (wrong) rolled form: one negative per anchor, f3 = roll(f2, 1), logsumexp over {-d13, -d12}."""
+    b = len(f1)
+    total = 0.0
+    for i in range(b):
+        d12, d13 = lp_dist(f1[i], f2[i], p), lp_dist(f1[i], f2[(i - 1) % b], p)
+        total += 2.0 * (alpha * d12 / tau + (1.0 - alpha) * math.log(math.exp(-d13 / tau) + math.exp(-d12 / tau)))
+    return total / b
+
+
 def test_lp_infonce_rolled_hand_computed():
-    # f1 = (0,0),(1,0); f2 = (0,1),(1,1); f3 = roll(f2) = (1,1),(0,1); p = 1: d12 = [1, 1], d13 = [2, 2]
-    f1, f2 = t([[0.0, 0.0], [1.0, 0.0]]), t([[0.0, 1.0], [1.0, 1.0]])
-    per = 2.0 * (0.5 * 1.0 + 0.5 * math.log(math.exp(-2.0) + math.exp(-1.0)))
-    out = make("lp_infonce", conditional="laplace", negatives="rolled").loss([f1, f2])
-    assert out["loss"].item() == pytest.approx(per, abs=1e-10)
-    assert out["pos_dist"].item() == pytest.approx(1.0)
-    assert out["neg_dist"].item() == pytest.approx(2.0)
+    # B = 2, D = 1, p = 1, tau = 1: f1 = [0, 1], f2 = [0.5, 1], f3 = roll(f1) = [1, 0]
+    # pos = [0.5, 0]; neg row 0 = [|0-1|, |0-0|] = [1, 0]; neg row 1 = [|1-1|, |1-0|] = [0, 1]
+    # compat: anchor 0: 2[0.25 + 0.5 log(e^-1 + e^0 + e^-0.5)] = 0.5 + log(1.974410) = 1.180270
+    #         anchor 1: 2[0    + 0.5 log(e^0 + e^-1 + e^0)]    = log(2.367879)       = 0.861994
+    #         loss = (1.180270 + 0.861994) / 2 = 1.021132
+    # logmeanexp: anchor 0: 0.5 + log((e^-1 + 1) / 2) = 0.5 - 0.379885 = 0.120115; anchor 1: log((1 + e^-1) / 2)
+    #         = -0.379885; loss = -0.129885
+    # old one-negative form (f3 = roll(f2) = [1, 0.5]): both anchors 0.474077 -> 0.474077
+    f1, f2 = t([[0.0], [1.0]]), t([[0.5], [1.0]])
+    e1, e5 = math.exp(-1.0), math.exp(-0.5)
+    compat = 0.5 * ((0.5 + math.log(e1 + 1.0 + e5)) + math.log(2.0 + e1))
+    lme = 0.5 * ((0.5 + math.log((e1 + 1.0) / 2.0)) + math.log((1.0 + e1) / 2.0))
+    assert compat == pytest.approx(1.021132, abs=1e-6) and lme == pytest.approx(-0.129885, abs=1e-6)
+    enc = IdentityLinear(1).double()
+    out = make("lp_infonce", encoder=enc, conditional="laplace", negatives="rolled").loss([f1, f2])
+    assert out["loss"].item() == pytest.approx(compat, abs=1e-12)
+    assert out["pos_dist"].item() == pytest.approx(0.25)
+    assert out["neg_dist"].item() == pytest.approx(1.0)  # ||f1_0 - f1_1||_1, the only pair of different anchors
+    out = make("lp_infonce", encoder=enc, conditional="laplace", negatives="rolled", simclr_compat=False).loss([f1, f2])
+    assert out["loss"].item() == pytest.approx(lme, abs=1e-12)
+    assert abs(plain_one_negative_lp_infonce([[0.0], [1.0]], [[0.5], [1.0]], 1, 1.0) - 0.474077) < 1e-6
+
+
+@pytest.mark.parametrize("simclr_compat", [True, False])
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_infonce_rolled_matches_plain_loops(p, simclr_compat):
+    """The rolled (paper 001) loss equals the loop implementation of its formula, on random inputs."""
+    rng = np.random.default_rng(10 * p + simclr_compat)
+    worst, worst_old = 0.0, math.inf
+    for b, d in ((2, 1), (3, 2), (5, 3), (8, 4), (16, 6)):
+        for tau in (0.5, 1.0):
+            f1, f2 = rng.normal(size=(b, d)), rng.normal(size=(b, d)) * 0.7
+            obj = make("lp_infonce", encoder=IdentityLinear(d).double(), p=p, tau=tau, negatives="rolled",
+                       simclr_compat=simclr_compat)
+            got = obj.loss([t(f1), t(f2)])["loss"].item()
+            ref = plain_rolled_lp_infonce(f1.tolist(), f2.tolist(), p, tau, simclr_compat)
+            worst = max(worst, abs(got - ref))
+            old = plain_one_negative_lp_infonce(f1.tolist(), f2.tolist(), p, tau)
+            worst_old = min(worst_old, abs(got - old))
+    assert worst < 1e-5, worst
+    # the old one-negative implementation is clearly different on the same inputs (the test would catch it)
+    assert worst_old > 1e-2, worst_old
 
 
 def test_lp_infonce_conditional_sets_p():

@@ -12,15 +12,29 @@ import math
 import torch
 from torch import nn
 
+from training.distributed import gather_views
 
-def check_two_views(embeddings: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unpack exactly two (B, D) embeddings with B >= 2; every objective here compares pairs of views."""
+
+def check_two_views(embeddings: list[torch.Tensor], min_batch: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unpack exactly two (B, D) embeddings with B >= ``min_batch``; every objective here compares pairs of views."""
     if len(embeddings) != 2:
         raise ValueError(f"expected 2 views, got {len(embeddings)}")
     za, zb = embeddings
-    if za.shape != zb.shape or za.dim() != 2 or za.shape[0] < 2:
-        raise ValueError(f"expected two (B, D) embeddings with B >= 2, got {tuple(za.shape)} and {tuple(zb.shape)}")
+    if za.shape != zb.shape or za.dim() != 2 or za.shape[0] < min_batch:
+        raise ValueError(f"expected two (B, D) embeddings with B >= {min_batch}, got {tuple(za.shape)} and "
+                         f"{tuple(zb.shape)}")
     return za, zb
+
+
+def global_two_views(embeddings: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``check_two_views``, then both views gathered across DDP ranks (with gradients): the global batch.
+
+    Losses with cross-sample terms (negatives, batch statistics, entropy estimates) computed on the result are
+    the single-process loss of the global batch on every rank (see ``training.distributed``). The identity
+    (plus the checks) in a single process; B >= 2 is required of the global batch.
+    """
+    za, zb = gather_views(*check_two_views(embeddings, min_batch=1))
+    return check_two_views([za, zb])
 
 
 def lp_pow(a: torch.Tensor, b: torch.Tensor, p: float) -> torch.Tensor:
