@@ -1,67 +1,211 @@
-"""Content/style report: per-latent scores grouped the way paper 000 reports them (Class;
-Positions: object, spotlight; Hues: object, spotlight, background; Rotations), each column marked
-content or style according to the view maker the run was trained with."""
+"""Content/style report: per-latent scores grouped into columns that come from the store itself (its
+``latent_names`` and ``latent_groups``), each column marked content or style according to the view
+maker the run was trained with.
+
+Columns: one per group, split into parts by the latent-name prefix before the first underscore (object
+x/y/z vs the spotlight angle, object/spotlight/background hues), titled ``group: part``; a latent in no
+group gets a column of its own titled by its name. For stores of the 3DIdent family (every latent one
+of the paper's names) the parts carry paper 000's labels and the columns its order, so the built-in
+causal3dident store gives exactly the paper's 7 columns and the paper's numbers line up.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from causal import load_scm
+from causal.errors import UserError
 
-PART_LABELS = {"pos": "object", "rot": "object", "obj": "object", "spot": "spotlight", "bg": "background"}
-# DA recipes and the latent groups they are meant to alter (paper 000's analogy between DA and LT rows)
-DA_STYLE = {"colour": "hues", "crop_large": "positions", "crop_small": "positions", "rotation": "rotations"}
+# paper 000's Causal3DIdent table, in its order; "Class" is the class-probe accuracy
+PAPER_COLUMNS = ("Class", "positions: object", "positions: spotlight", "hues: object", "hues: spotlight",
+                 "hues: background", "rotations: object")
+# the 3DIdent latents and the labels the paper gives their name prefixes
+PAPER_LATENTS = frozenset({"pos_x", "pos_y", "pos_z", "rot_alpha", "rot_beta", "rot_gamma", "spot_angle",
+                           "obj_hue", "spot_hue", "bg_hue"})
+PAPER_PART_LABELS = {"pos": "object", "rot": "object", "obj": "object", "spot": "spotlight", "bg": "background"}
+# DA recipe -> the change sets / groups / nodes it is meant to alter (paper 000's analogy of DA and LT
+# rows); resolved through the store's SCM, so a scene without e.g. a `hues` group maps colour to nothing
+DA_DEFAULT_STYLE: dict[str, tuple[str, ...]] = {"colour": ("hues",), "crop_large": ("positions",),
+                                                "crop_small": ("positions",), "rotation": ("rotations",)}
 
 
-def columns(latent_names: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[tuple[str, str, list[str]]]:
-    """(group, part, latents) per report column: latents of a group that share a name prefix are
-    averaged (object x/y/z together, alpha/beta/gamma together), as in the paper's table."""
-    out: list[tuple[str, str, list[str]]] = []
-    order = {g: i for i, g in enumerate(("positions", "hues", "rotations"))}  # the paper's column order
-    for group, members in sorted(groups.items(), key=lambda kv: order.get(kv[0], len(order))):
-        if group == "class":
-            continue
-        parts: dict[str, list[str]] = {}
+@dataclass(frozen=True)
+class Column:
+    """One report column: its title and the latents whose scores it averages."""
+
+    title: str
+    latents: tuple[str, ...]
+    group: str | None = None  # None: a latent in no group
+
+
+@dataclass
+class Style:
+    """What the run's view maker changes: its style latents, what each DA recipe was mapped to and the
+    DA recipes that map to no latent of the store (their would-be columns stay content)."""
+
+    latents: set[str]
+    da_map: dict[str, list[str]] = field(default_factory=dict)
+    unmapped: list[str] = field(default_factory=list)
+
+
+def part_labels(latent_names: Sequence[str]) -> dict[str, str]:
+    """Labels for name prefixes: paper 000's for a 3DIdent-family store, else none (the prefix is the label)."""
+    return dict(PAPER_PART_LABELS) if latent_names and set(latent_names) <= PAPER_LATENTS else {}
+
+
+def columns(latent_names: Sequence[str], groups: Mapping[str, Sequence[str]],
+            labels: Mapping[str, str] | None = None) -> list[Column]:
+    """The report's columns for a store, in the store's latent order (paper order for the paper's layout).
+
+    ``groups``: group -> latent names (the store's ``latent_groups``; members that are not latents, such
+    as the class node, are ignored). ``labels``: prefix -> part title (default: :func:`part_labels`).
+    """
+    names = list(latent_names)
+    labels = part_labels(names) if labels is None else labels
+    index = {n: i for i, n in enumerate(names)}
+    owner: dict[str, str] = {}
+    for group, members in groups.items():
         for m in members:
-            if m in latent_names:
-                parts.setdefault(m.split("_")[0], []).append(m)
-        for prefix, names in parts.items():
-            out.append((group, PART_LABELS.get(prefix, prefix), names))
+            if m in index:
+                owner.setdefault(m, group)
+    cols: dict[str, Column] = {}
+    for n in names:  # latent order: groups appear where their first latent does
+        group = owner.get(n)
+        title = n if group is None else f"{group}: {labels.get(_prefix(n), _prefix(n))}"
+        old = cols.get(title)
+        if old is not None and old.group != group:
+            raise UserError(f"report column {title!r} would mix latents of different groups; rename latent {n!r}")
+        cols[title] = Column(title, (*old.latents, n) if old else (n,), group)
+    ordered = sorted(cols.values(), key=lambda c: _group_rank(c, index, owner))
+    return _paper_order(ordered)
+
+
+def _prefix(name: str) -> str:
+    """The part a latent belongs to within its group: its name up to the first underscore."""
+    return name.split("_", 1)[0]
+
+
+def _group_rank(col: Column, index: Mapping[str, int], owner: Mapping[str, str]) -> tuple[int, int]:
+    """Sort key keeping a group's parts together, at the position of the group's first latent."""
+    first = index[col.latents[0]]
+    if col.group is None:
+        return first, first
+    return min(i for n, i in index.items() if owner.get(n) == col.group), first
+
+
+def _paper_order(cols: list[Column]) -> list[Column]:
+    """Paper 000's column order when the columns are (a subset of) its layout, else unchanged."""
+    if all(c.title in PAPER_COLUMNS for c in cols):
+        return sorted(cols, key=lambda c: PAPER_COLUMNS.index(c.title))
+    return cols
+
+
+def titles(cols: Sequence[Column], has_class: bool) -> list[str]:
+    """Column titles as in a report row: "Class" first when the store has classes."""
+    return (["Class"] if has_class else []) + [c.title for c in cols]
+
+
+def is_paper_layout(column_titles: Sequence[str]) -> bool:
+    """Whether a table has exactly paper 000's Causal3DIdent columns (so its numbers can be compared)."""
+    return tuple(column_titles) == PAPER_COLUMNS
+
+
+def check_da_style(da_style: Any, where: str) -> dict[str, list[str]]:
+    """Validate a ``da_style`` override ({recipe: name or [names]}, names of nodes, groups or change sets)."""
+    if da_style is None:
+        return {}
+    if not isinstance(da_style, Mapping):
+        raise UserError(f"{where}: da_style must map a DA recipe to latents, groups or change sets, got {da_style!r}")
+    out: dict[str, list[str]] = {}
+    for recipe, names in da_style.items():
+        if recipe not in DA_DEFAULT_STYLE:
+            raise UserError(f"{where}: da_style: unknown DA recipe {recipe!r}; "
+                            f"choose from {', '.join(DA_DEFAULT_STYLE)}")
+        items = [names] if isinstance(names, str) else names
+        if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+            raise UserError(f"{where}: da_style {recipe}: give a name or a list of names, got {names!r}")
+        out[recipe] = list(items)
     return out
 
 
-def style_latents(views: str, scm_spec: Mapping[str, Any], stored_views: Mapping[str, Sequence[str]]) -> set[str]:
-    """Latents the run's view maker changes between views (its style); the rest is content."""
+def check_da_style_names(da_style: Any, scm_spec: Mapping[str, Any], where: str) -> dict[str, list[str]]:
+    """A checked ``da_style`` resolved to latent names through the SCM (an unknown name is an error)."""
+    scm = load_scm(scm_spec)
+    out = {}
+    for recipe, names in check_da_style(da_style, where).items():
+        try:
+            out[recipe] = [n for n in scm.resolve(names) if n in scm.names]
+        except UserError as exc:
+            raise UserError(f"{where} {recipe}: {exc}") from None
+    return out
+
+
+def resolve_style(views: str, scm_spec: Mapping[str, Any], stored_views: Mapping[str, Sequence[str]],
+                  da_style: Mapping[str, Any] | None = None) -> Style:
+    """The latents the run's view maker changes between views (its style); the rest is content.
+
+    LT: the stored view's change set (``lt_exact:VIEW``) or the SCM's change set (``lt_nn:CHANGE``). DA:
+    each recipe's targets (``da_style`` overrides :data:`DA_DEFAULT_STYLE`), resolved through the SCM's
+    change sets, groups and nodes; a default target the SCM does not have maps to nothing, an override
+    that names an unknown node is an error.
+    """
     name, _, arg = views.partition(":")
     scm = load_scm(scm_spec)
+    latents = set(scm.names)
     if name == "lt_exact":  # the stored view's change set (view names are often change-set names)
-        return set(stored_views[arg]) if arg in stored_views else set(scm.resolve(arg))
+        return Style(set(stored_views[arg]) if arg in stored_views else set(scm.resolve(arg)) & latents)
     if name == "lt_nn":
-        return set(scm.resolve(arg))
-    style: set[str] = set()
-    for recipe in views.split("+"):
-        group = DA_STYLE.get(recipe)
-        if group and group in scm.groups:
-            style |= set(scm.groups[group])
+        return Style(set(scm.resolve(arg)) & latents)
+    override = check_da_style_names(da_style, scm_spec, "da_style")
+    style = Style(set())
+    for recipe in (r.strip() for r in views.split("+")):
+        if recipe not in DA_DEFAULT_STYLE:
+            continue  # e.g. "none": changes nothing
+        if recipe in override:
+            mapped = override[recipe]
+        else:
+            known = [t for t in DA_DEFAULT_STYLE[recipe] if t in scm.change_sets or t in scm.groups or t in scm.nodes]
+            mapped = [n for n in scm.resolve(known) if n in latents] if known else []
+        style.da_map[recipe] = mapped
+        style.latents |= set(mapped)
+        if not mapped:
+            style.unmapped.append(recipe)
     return style
 
 
-def table_row(r2: np.ndarray, latent_names: Sequence[str], cols: list[tuple[str, str, list[str]]],
+def style_latents(views: str, scm_spec: Mapping[str, Any], stored_views: Mapping[str, Sequence[str]],
+                  da_style: Mapping[str, Any] | None = None) -> set[str]:
+    """Just the style latents of :func:`resolve_style`."""
+    return resolve_style(views, scm_spec, stored_views, da_style).latents
+
+
+def marks(cols: Sequence[Column], style: set[str]) -> dict[str, str]:
+    """Title -> "S" (every latent of the column is style), "C" (none is) or "C/S" (some are)."""
+    out = {}
+    for c in cols:
+        k = sum(n in style for n in c.latents)
+        out[c.title] = "S" if k == len(c.latents) else ("C" if k == 0 else "C/S")
+    return out
+
+
+def table_row(r2: np.ndarray, latent_names: Sequence[str], cols: Sequence[Column],
               class_acc: float | None) -> dict[str, float]:
     """One row of the report: class accuracy and the mean R^2 of each column's latents."""
+    index = {n: i for i, n in enumerate(latent_names)}
     row = {"Class": class_acc} if class_acc is not None else {}
-    for group, part, names in cols:
-        row[f"{group}: {part}"] = float(np.mean([r2[list(latent_names).index(n)] for n in names]))
+    for c in cols:
+        row[c.title] = float(np.mean([r2[index[n]] for n in c.latents]))
     return row
 
 
-def markdown(rows: Mapping[str, Mapping[str, float]], style_cols: set[str], note: str = "") -> str:
-    """A markdown table; style columns are marked (S), content columns (C); bold for >= 0.5."""
+def markdown(rows: Mapping[str, Mapping[str, float]], col_marks: Mapping[str, str], note: str = "") -> str:
+    """A markdown table; each column but Class is marked (S) style, (C) content or (C/S); bold for >= 0.5."""
     heads = list(next(iter(rows.values())))
-    label = [h if h == "Class" else f"{h} ({'S' if h in style_cols else 'C'})" for h in heads]
+    label = [h if h not in col_marks else f"{h} ({col_marks[h]})" for h in heads]
     lines = ["| representation | " + " | ".join(label) + " |", "|---" * (len(heads) + 1) + "|"]
     for name, row in rows.items():
         cells = [f"**{v:.2f}**" if v >= 0.5 else f"{v:.2f}" for v in row.values()]

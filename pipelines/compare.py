@@ -18,9 +18,9 @@ import yaml
 from causal.errors import UserError
 from pipelines.files import write_atomic
 
-COLUMNS = ["Class", "positions: object", "positions: spotlight", "hues: object", "hues: spotlight",
-           "hues: background", "rotations: object"]
-TOP_KEYS = {"name", "scene", "stores", "train", "seeds", "evaluate", "rows"}
+# the table's columns are the evaluation report's (from the test store's latent groups); the paper's
+# Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
+TOP_KEYS = {"name", "scene", "stores", "train", "seeds", "evaluate", "rows", "da_style"}
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -50,6 +50,9 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
         if views.startswith("lt_exact:") and views.split(":", 1)[1] not in stored:
             raise UserError(f"config {where}: row {row.get('name')!r} needs the stored view "
                             f"{views.split(':', 1)[1]!r}; add it to stores.train.views")
+    from evaluation.report import check_da_style
+
+    check_da_style(cfg.get("da_style"), f"config {where}")  # names are checked against the SCM once rendered
     return cfg
 
 
@@ -58,25 +61,18 @@ def _slug(text: str) -> str:
 
 
 def render_store(spec: dict[str, Any], scene: str, out: Path, workers: int | None, scheduler: str | None) -> None:
-    """Render (or resume) one of the config's stores through the render pipeline."""
-    from pipelines import render as render_cmd
-    from pipelines.cli import build_parser
-    from render import driver
+    """Render (or resume) one of the config's stores through the render API."""
+    from render import render_store as render
 
-    argv = ["render", "--scene", scene, "--out", str(out), "--n", str(spec["n"]), "--seed", str(spec.get("seed", 0)),
-            "--resolution", str(spec["resolution"]), "--samples", str(spec["samples"]), "--no-progress"]
-    argv += ["--preset", spec["preset"]] if "preset" in spec else []
-    argv += ["--views", spec["views"]] if spec.get("views") else []
-    args = build_parser().parse_args(argv)
-    job, attrs, layout = render_cmd.plan(args)
-    report = driver.run(job, attrs, layout, workers=workers or render_cmd.default_workers(spec["resolution"]),
-                        scheduler=scheduler, progress=False)
+    report = render(out, scene=scene, n=spec["n"], seed=spec.get("seed", 0), preset=spec.get("preset", "fast"),
+                    settings={"resolution": spec["resolution"], "samples": spec["samples"]},
+                    views=spec.get("views") or None, workers=workers, scheduler=scheduler, progress=False)
     if not report.ok:
         raise UserError(f"rendering {out} failed for chunks {sorted(report.failed)}; re-run to retry them")
 
 
 def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
-             evaluate: dict[str, Any]) -> dict[str, Any]:
+             evaluate: dict[str, Any], da_style: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists."""
     from pipelines.evaluate import evaluate_run
     from training.trainer import TrainConfig
@@ -92,21 +88,54 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     cfg = TrainConfig(data=train_store, views=views, seed=seed, objective_args=hp, **args)
     fit(cfg, cell, resume=(cell / "checkpoint.pt").exists(), progress=False)
     rep = evaluate_run(str(cell), test_store, evaluate.get("fit", 10240), evaluate.get("score", 20480),
-                       kernel=evaluate.get("kernel", True))
+                       kernel=evaluate.get("kernel", True), da_style=da_style)
     report_path.write_text(json.dumps(rep, indent=2, default=str) + "\n")
     return rep
 
 
+def report_columns(report: dict[str, Any], layer: str) -> list[str]:
+    """A cell report's column titles (derived from its test store); older reports: their table's keys."""
+    return list(report.get("columns") or report["layers"][layer]["table"])
+
+
+def table_columns(reports: dict[tuple[str, int], dict[str, Any]], layer: str) -> list[str]:
+    """The grid's columns: the first cell's; every cell must have the same (they share one test store)."""
+    if not reports:
+        raise UserError("no cell reports to tabulate")
+    cols = report_columns(next(iter(reports.values())), layer)
+    for (name, seed), rep in reports.items():
+        if report_columns(rep, layer) != cols:
+            raise UserError(f"cell {name!r} seed {seed} has columns {report_columns(rep, layer)}, the first cell "
+                            f"{cols}; delete the stale cell's report.json and re-run")
+    return cols
+
+
 def aggregate(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]], layer: str) -> dict[str, Any]:
-    """{row name: {column: (mean, std)}} over seeds."""
+    """{row name: {column: (mean, std)}} over seeds, in the reports' column order (rows without a report
+    are left out)."""
+    cols = table_columns(reports, layer)
     table = {}
     for row in cfg["rows"]:
-        vals = [[reports[(row["name"], s)]["layers"][layer]["table"].get(c, np.nan) for c in COLUMNS]
+        vals = [[reports[(row["name"], s)]["layers"][layer]["table"].get(c, np.nan) for c in cols]
                 for s in cfg.get("seeds", [0]) if (row["name"], s) in reports]
+        if not vals:
+            continue
         arr = np.array(vals, dtype=float)
-        table[row["name"]] = {c: (float(np.nanmean(arr[:, j])), float(np.nanstd(arr[:, j]))) for j, c in
-                              enumerate(COLUMNS)}
+        table[row["name"]] = {c: (_nanstat(np.nanmean, arr[:, j]), _nanstat(np.nanstd, arr[:, j]))
+                              for j, c in enumerate(cols)}
     return table
+
+
+def _nanstat(fn: Any, values: np.ndarray) -> float:
+    """``fn`` over the non-NaN values, NaN (without a warning) when there are none."""
+    return float(fn(values)) if np.isfinite(values).any() else float("nan")
+
+
+def columns_of(table: dict[str, Any]) -> list[str]:
+    """The column titles of an aggregated table (every row has the same, in order)."""
+    if not table:
+        raise UserError("the table has no rows")
+    return list(next(iter(table.values())))
 
 
 def _cell(mean: float, std: float) -> str:
@@ -115,21 +144,33 @@ def _cell(mean: float, std: float) -> str:
 
 
 def markdown_table(table: dict[str, Any]) -> str:
-    head = "| views generated by | " + " | ".join(COLUMNS) + " |"
-    lines = [head, "|---" * (len(COLUMNS) + 1) + "|"]
-    lines += [f"| {name} | " + " | ".join(_cell(*row[c]) for c in COLUMNS) + " |" for name, row in table.items()]
+    """The aggregated table as markdown, one column per report column."""
+    cols = columns_of(table)
+    head = "| views generated by | " + " | ".join(cols) + " |"
+    lines = [head, "|---" * (len(cols) + 1) + "|"]
+    lines += [f"| {name} | " + " | ".join(_cell(*row[c]) for c in cols) + " |" for name, row in table.items()]
     return "\n".join(lines) + "\n\nbold: R^2 >= 0.5; ↓: R^2 < 0.25 (red in the paper); mean ± std over seeds"
 
 
 def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
-    head = "| views generated by | " + " | ".join(COLUMNS) + " |"
-    lines = [head, "|---" * (len(COLUMNS) + 1) + "|"]
+    """Our means next to paper 000's (a row's ``paper`` list), only when the columns are the paper's."""
+    from evaluation.report import PAPER_COLUMNS, is_paper_layout
+
+    cols = columns_of(table)
+    if not is_paper_layout(cols):
+        return (f"No side-by-side with paper 000: its table has the Causal3DIdent columns "
+                f"({', '.join(PAPER_COLUMNS)}); this grid's test store gives {', '.join(cols)}.")
+    head = "| views generated by | " + " | ".join(cols) + " |"
+    lines = [head, "|---" * (len(cols) + 1) + "|"]
     for row in cfg["rows"]:
-        paper = row.get("paper") or [np.nan] * len(COLUMNS)
+        if row["name"] not in table:
+            continue
+        paper = row.get("paper") or []
+        paper = paper if len(paper) == len(cols) else [np.nan] * len(cols)
         ours = table[row["name"]]
         lines.append(f"| {row['name']} | " + " | ".join(f"{ours[c][0]:.2f} / {p:.2f}" for c, p in
-                                                         zip(COLUMNS, paper, strict=True)) + " |")
-    return "\n".join(lines) + "\n\nours / paper 000 (means)"
+                                                         zip(cols, paper, strict=True)) + " |")
+    return "\n".join(lines) + "\n\nours / paper 000 (means; nan: the row gives no paper values for these columns)"
 
 
 def heatmap(table: dict[str, Any], out: Path, title: str) -> None:
@@ -138,20 +179,39 @@ def heatmap(table: dict[str, Any], out: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(table)
-    m = np.array([[table[n][c][0] for c in COLUMNS] for n in names])
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(names) + 1.8))
+    names, cols = list(table), columns_of(table)
+    m = np.array([[table[n][c][0] for c in cols] for n in names])
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(cols) + 2), 0.45 * len(names) + 1.8))
     im = ax.imshow(m, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(COLUMNS)), COLUMNS, rotation=30, ha="right", fontsize=8)
+    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(names)), names, fontsize=8)
     for i in range(len(names)):
-        for j in range(len(COLUMNS)):
+        for j in range(len(cols)):
             ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7, color="w" if m[i, j] < 0.6 else "k")
     fig.colorbar(im, ax=ax, label="R^2 / accuracy")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     write_atomic(out, lambda p: fig.savefig(p, dpi=120, format="png"))
     plt.close(fig)
+
+
+def write_csv(table: dict[str, Any], path: Path) -> None:
+    """The aggregated table as CSV: one row per view maker, "<column> mean" and "<column> std" per column."""
+    cols = columns_of(table)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["views"] + [f"{c} {s}" for c in cols for s in ("mean", "std")])
+        for name, row in table.items():
+            w.writerow([name] + [f"{v:.4f}" for c in cols for v in row[c]])
+
+
+def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
+    """Fail before any training when the config's ``da_style`` names latents the store's SCM lacks."""
+    from evaluation.report import check_da_style_names
+    from training.data import store_info
+
+    if cfg.get("da_style"):
+        check_da_style_names(cfg["da_style"], store_info(test_store, allow_partial=True).scm, "config da_style")
 
 
 def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
@@ -162,6 +222,7 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
     stores = {k: out / "stores" / f"{k}.zarr" for k in ("train", "test")}
     for key, path in stores.items():
         render_store(cfg["stores"][key], scene, path, None, scheduler)
+    _check_da_style_names(cfg, str(stores["test"]))
     cells = [(row["name"], s, str(out / "cells" / _slug(row["name"]) / f"seed{s}"), row["views"])
              for row in cfg["rows"] for s in cfg.get("seeds", [0])]
     args = (str(stores["train"]), str(stores["test"]))
@@ -172,8 +233,8 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
         cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1,
                                                       dashboard_address=":0", silence_logs=40)
         with Client(scheduler or cluster) as client:
-            futs = {client.submit(run_cell, *args, d, v, s, cfg["train"], cfg.get("evaluate", {}), pure=False): (n, s)
-                    for n, s, d, v in cells}
+            futs = {client.submit(run_cell, *args, d, v, s, cfg["train"], cfg.get("evaluate", {}), cfg.get("da_style"),
+                                  pure=False): (n, s) for n, s, d, v in cells}
             for fut, key in futs.items():
                 reports[key] = fut.result()
         if cluster is not None:
@@ -182,19 +243,16 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
         from tqdm import tqdm
 
         for n, s, d, v in tqdm(cells, desc="compare", unit="cell"):
-            reports[(n, s)] = run_cell(*args, d, v, s, cfg["train"], cfg.get("evaluate", {}))
+            reports[(n, s)] = run_cell(*args, d, v, s, cfg["train"], cfg.get("evaluate", {}), cfg.get("da_style"))
     table = aggregate(cfg, reports, layer)
     md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table)
     files = {"markdown": out / "table.md", "csv": out / "table.csv", "heatmap": out / "table.png",
              "paper": out / "vs_paper.md", "json": out / "table.json"}
     files["markdown"].write_text(md + "\n")
     files["paper"].write_text(side_by_side(cfg, table) + "\n")
-    files["json"].write_text(json.dumps({"layer": layer, "table": table}, indent=2) + "\n")
-    with files["csv"].open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["views"] + [f"{c} {s}" for c in COLUMNS for s in ("mean", "std")])
-        for name, row in table.items():
-            w.writerow([name] + [f"{v:.4f}" for c in COLUMNS for v in row[c]])
+    summary = {"layer": layer, "columns": columns_of(table), "table": table}
+    files["json"].write_text(json.dumps(summary, indent=2) + "\n")
+    write_csv(table, files["csv"])
     heatmap(table, files["heatmap"], f"{cfg.get('name', 'compare')}: {layer} layer, mean over seeds")
     return {"table": table, "markdown": md, "files": {k: str(v) for k, v in files.items()}}
 

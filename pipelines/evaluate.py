@@ -1,5 +1,6 @@
 """``ident3d evaluate``: score a trained run on a test store (R^2 per latent, class accuracy, MCC),
-grouped into content and style as in paper 000's table, for the encoder's output and inner layer."""
+in columns derived from the store's latent groups (paper 000's table for Causal3DIdent), each marked
+content or style, for the encoder's output and inner layer."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from pipelines.files import check_output, write_atomic
 
 
 def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int = 20480, kernel: bool = True,
-                 device: str = "auto") -> dict[str, Any]:
-    """Encode the test store with the run and score every latent; returns the report as a dict."""
+                 device: str = "auto", da_style: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Encode the test store with the run and score every latent; returns the report as a dict.
+
+    The report's columns come from the test store's latent groups; ``da_style`` ({DA recipe: nodes, groups
+    or change sets}) overrides which latents a DA recipe counts as changing (see ``evaluation.report``).
+    """
     from evaluation import linear_probe_accuracy, mcc, r2_per_latent
     from evaluation.encode import encode_store, load_run
-    from evaluation.report import columns, markdown, style_latents, table_row
+    from evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
     from training.data import store_info
     from training.trainer import pick_device
 
@@ -43,11 +48,14 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     enc = encode_store(cfg, state, info, rows, device=str(pick_device(device)))
     y, names = enc["latents"], info.latent_names
     cols = columns(names, info.latent_groups)
-    style = style_latents(cfg.views, info.scm, stored_views)
-    style_cols = {f"{g}: {p}" for g, p, ms in cols if set(ms) <= style}
+    style = resolve_style(cfg.views, info.scm, stored_views, da_style)
+    col_marks = marks(cols, style.latents)
     report: dict[str, Any] = {"run": str(run_dir), "test_store": test_store, "views": cfg.views,
                               "objective": cfg.objective, "n_fit": fit_n, "n_score": len(rows) - fit_n,
-                              "style_latents": sorted(style), "layers": {}}
+                              "style_latents": sorted(style.latents), "da_style": style.da_map,
+                              "da_unmapped": style.unmapped, "columns": titles(cols, "classes" in enc),
+                              "column_latents": {c.title: list(c.latents) for c in cols},
+                              "column_marks": col_marks, "layers": {}}
     table = {}
     for layer in ("output", "inner"):
         z = enc[layer]
@@ -67,8 +75,11 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
             "table": row,
         }
     method = report["layers"]["output"]["r2_method"]
-    report["markdown"] = markdown(table, style_cols, note=f"R^2: {method}; (S) style = changed by {cfg.views}, "
-                                                          "(C) content; bold: >= 0.5")
+    note = f"R^2: {method}; (S) style = changed by {cfg.views}, (C) content, (C/S) partly style; bold: >= 0.5"
+    if style.unmapped:
+        note += (f"\nDA recipes that change no latent of this store (their columns count as content): "
+                 f"{', '.join(style.unmapped)}")
+    report["markdown"] = markdown(table, col_marks, note=note)
     return report
 
 
@@ -78,7 +89,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Encode a test store with a trained run and report, per latent, how well it can be "
                     "predicted from the representation (linear and RBF kernel-ridge R^2, fit and scored on "
                     "separate halves of the store), class accuracy and MCC, for the encoder's output and its "
-                    "inner layer, grouped into content and style as in paper 000.",
+                    "inner layer, in one column per latent group of the store (split by name prefix; paper 000's "
+                    "columns for Causal3DIdent), each marked content or style by the run's view maker.",
         epilog="example: ident3d evaluate --run runs/da_crop --data stores/c3d_test.zarr --out report.json")
     p.add_argument("--run", dest="run_dir", required=True, metavar="RUN_DIR", help="a run directory (ident3d train)")
     p.add_argument("--data", required=True, metavar="STORE", help="test store (same scene as the training store)")
@@ -87,15 +99,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--score", type=int, default=20480, help="images to score them on (default 20480)")
     p.add_argument("--no-kernel", action="store_true", help="linear R^2 only (fast)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
+    p.add_argument("--da-style", action="append", default=[], metavar="RECIPE=NAMES",
+                   help="which latents a DA recipe changes, as nodes, groups or change sets joined by '+' "
+                        "(default colour=hues, crop_large=positions, crop_small=positions, rotation=rotations, "
+                        "where the store's SCM has them); repeatable")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     p.set_defaults(run=run)
+
+
+def parse_da_style(items: list[str]) -> dict[str, list[str]]:
+    """``["colour=tint+lamp"]`` -> ``{"colour": ["tint", "lamp"]}`` (checked by ``evaluation.report``)."""
+    from evaluation.report import check_da_style
+
+    out: dict[str, list[str]] = {}
+    for item in items:
+        recipe, sep, names = item.partition("=")
+        if not sep or not names.strip():
+            raise UserError(f"--da-style {item!r}: use RECIPE=NAMES, e.g. colour=hues")
+        out[recipe.strip()] = [n.strip() for n in names.split("+")]
+    return check_da_style(out, "--da-style")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.fit <= 0 or args.score <= 0:
         raise UserError("--fit and --score must be positive")
+    da_style = parse_da_style(args.da_style)
     out = check_output(args.out, (".json",), args.overwrite) if args.out else None
-    report = evaluate_run(args.run_dir, args.data, args.fit, args.score, kernel=not args.no_kernel, device=args.device)
+    report = evaluate_run(args.run_dir, args.data, args.fit, args.score, kernel=not args.no_kernel, device=args.device,
+                          da_style=da_style)
     print(report["markdown"])
     if out:
         write_atomic(out, lambda p: p.write_text(json.dumps(report, indent=2, default=_jsonable) + "\n"))
