@@ -101,7 +101,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out-dim", type=int, default=10, help="representation size (default 10)")
     p.add_argument("--constraint", default="none", choices=("none", "sphere", "box"), help="output constraint")
     p.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")
-    p.add_argument("--batch-size", type=int, default=256, help="anchors per batch (default 256)")
+    p.add_argument("--batch-size", type=int, default=256,
+                   help="anchors per step, the GLOBAL batch across all processes/GPUs under torchrun (each "
+                        "rank takes batch-size/N of the same rows one process would; must be divisible by N), "
+                        "losses use the whole global batch; per-sample view parameters are drawn per rank and "
+                        "BatchNorm is synchronised only on GPU (default 256)")
     p.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4)")
     p.add_argument("--seed", type=int, default=0, help="seed for weights, batches and views (default 0)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")

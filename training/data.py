@@ -5,6 +5,10 @@ Each batch draws a few random chunks, reads each once (whole Zarr chunks, never 
 and takes a random subset of their rows; small stores are held in memory instead. The loader runs
 in DataLoader worker processes (worker i makes batches i, i + W, ...; the DataLoader interleaves
 them back in order).
+
+``batch_size`` is the GLOBAL batch: under DDP with ``world`` ranks, rank r reads slice r (of
+batch_size / world rows) of the very rows a single process would use at that step, so the ranks'
+batches concatenated in rank order are the single-process batch.
 """
 
 from __future__ import annotations
@@ -92,6 +96,8 @@ class StoreBatches(IterableDataset):
     ``keys``: arrays to read besides ``images``/``latents``/``classes`` (e.g. ``views/hues/images``).
     ``pairing``: an optional callable (rows, arrays, batch) -> extra arrays (LT nearest-neighbour pairs).
     ``lanes``: the number of DataLoader workers that will read it (batch contents depend on it).
+    ``batch_size``: the global batch over all ``world`` DDP ranks (divisible by ``world``); this rank yields
+    its slice ``rank`` of batch_size / world rows.
     """
 
     def __init__(self, info: StoreInfo, batch_size: int, seed: int, start_batch: int = 0,
@@ -103,6 +109,9 @@ class StoreBatches(IterableDataset):
                             "use a smaller batch or a larger store")
         if batch_size < 2:
             raise UserError("--batch-size must be at least 2")
+        if batch_size % world:
+            raise UserError(f"--batch-size {batch_size} (the global batch) is not divisible by the {world} "
+                            "processes; use a multiple of the number of processes/GPUs")
         self.info, self.batch_size, self.seed, self.start_batch = info, batch_size, seed, start_batch
         self.keys = ["images", "latents"] + (["classes"] if info.class_names else []) + list(keys)
         self.pairing, self.rank, self.world, self.lanes = pairing, rank, world, max(1, lanes)
@@ -152,23 +161,28 @@ class StoreBatches(IterableDataset):
         return int(min(len(self._chunks), max(2, math.ceil(4 * self.batch_size / self.info.chunk_size))))
 
     def batch_rows(self, step: int) -> np.ndarray:
-        """Row ids of the batch at ``step``: a pure function of (seed, step, lanes, rank, world).
+        """This rank's row ids at ``step``: slice ``rank`` of ``global_batch_rows(step)``."""
+        share = self.batch_size // self.world
+        return self.global_batch_rows(step)[self.rank * share:(self.rank + 1) * share]
 
+    def global_batch_rows(self, step: int) -> np.ndarray:
+        """Sorted row ids of the global batch at ``step``: a pure function of (seed, step, lanes).
+
+        The same on every DDP rank (and in a single process), whatever the number of ranks.
         In memory: B random rows. Streaming: the chunks are shuffled per epoch and cut into windows of
-        W chunks whose rows are shuffled and cut into batches; each loader lane (a DataLoader worker
-        of a DDP rank) walks its own windows, so a chunk is read about once per epoch, and batches still
-        mix rows of W different chunks.
+        W chunks whose rows are shuffled and cut into batches; each loader lane (a DataLoader worker)
+        walks its own windows, so a chunk is read about once per epoch, and batches still mix rows of W
+        different chunks. (The trailing 0 in the in-memory seed keeps the rows of runs made before
+        batches were global, when it was the rank.)
         """
         if self.in_memory:
-            rng = np.random.default_rng([self.seed, step, self.rank])
+            rng = np.random.default_rng([self.seed, step, 0])
             return np.sort(rng.choice(self.info.rows, self.batch_size, replace=False))
         chunks, c = self._chunks, self.info.chunk_size
         width = self._window_width()
         per_window = max(1, (width * c) // self.batch_size)
-        lanes = self.lanes * self.world
-        lane = (step % self.lanes) * self.world + self.rank
         j = step // self.lanes
-        window = (j // per_window) * lanes + lane
+        window = (j // per_window) * self.lanes + step % self.lanes
         epoch, w = divmod(window, max(1, len(chunks) // width))
         picked = np.random.default_rng([self.seed, epoch]).permutation(chunks)[w * width:(w + 1) * width]
         pool = self.info.rows[np.isin(self.info.rows // c, picked)]
@@ -182,7 +196,7 @@ class StoreBatches(IterableDataset):
         rows = self.batch_rows(step)
         arrays = self.rows(rows)
         arrays["index"] = rows
-        if self.pairing is not None:
+        if self.pairing is not None:  # LT-NN partners: drawn per rank (per-sample draws differ from 1 process)
             arrays.update(self.pairing(rows, arrays, step * self.world + self.rank))
         return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
 

@@ -4,6 +4,14 @@ and optional DDP under ``torchrun``.
 
 Everything random is a function of (seed, step): the model's initial weights, batch b's rows
 (``training.data``) and the view maker's generator, so resuming from a checkpoint continues exactly.
+
+Under DDP (``torchrun``) ``batch_size`` is the global batch: rank r trains on slice r of the rows a single
+process would use, the objectives gather the embeddings of all ranks so their losses (negatives, batch
+statistics, entropy estimates, MoCo's queue) are those of the global batch, and on CUDA BatchNorm layers
+become SyncBatchNorm; the gradients are then the single-process gradients (see ``training.distributed``).
+What still differs from one process: the view maker's per-sample random parameters (each rank draws its
+own, from a generator keyed by (seed, step, rank)), LT-NN partners (drawn per rank), and, on CPU/gloo,
+BatchNorm statistics (per rank: torch's SyncBatchNorm needs a GPU).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from torch import nn
 
 from causal.errors import UserError
 from causal.rng import stream_key
+from training.distributed import mean_across_ranks
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -71,6 +80,15 @@ def pick_device(want: str) -> torch.device:
 def step_generator(seed: int, step: int) -> torch.Generator:
     """The view maker's generator for one step (CPU, so views are reproducible on any device)."""
     return torch.Generator().manual_seed(stream_key(seed, "views", step) % 2**63)
+
+
+def view_generator(seed: int, step: int, rank: int = 0) -> torch.Generator:
+    """The view maker's generator of one DDP rank: ``step_generator`` on rank 0 (and in a single process),
+    an independent stream on the other ranks, so the ranks' slices of the global batch do not all repeat
+    rank 0's augmentation parameters."""
+    if rank == 0:
+        return step_generator(seed, step)
+    return torch.Generator().manual_seed(stream_key(seed, "views", step, "rank", rank) % 2**63)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -152,6 +170,8 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
     if rank == 0:  # written once everything is valid, with the store's normalisation statistics filled in
         (run_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
     objective: nn.Module = run.objective.to(device)
+    if world > 1 and device.type == "cuda":  # global-batch BatchNorm statistics; torch has no CPU SyncBatchNorm
+        objective = nn.SyncBatchNorm.convert_sync_batchnorm(objective)
     optimizer = torch.optim.Adam(objective.parameters(), lr=cfg.lr)
     if state is not None:
         objective.load_state_dict(state["model"])
@@ -173,7 +193,7 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
     try:
         for step in range(start, cfg.steps):
             batch = {k: v.to(device, non_blocking=True) for k, v in next(loader).items()}
-            views = run.views(batch, step_generator(cfg.seed, step))
+            views = run.views(batch, view_generator(cfg.seed, step, rank))
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
                 out = model(views, step, cfg.steps)
             loss = out["loss"]
@@ -189,8 +209,12 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
             objective.after_step(step, cfg.steps)
             done = step + 1
             bar.update(1)
+            if done % cfg.log_every == 0 or done == cfg.steps:
+                # averaged over the ranks (a collective: every rank takes part; losses computed from gathered
+                # embeddings are equal on all ranks, per-rank means like MoCo's average to the global value)
+                means = mean_across_ranks(torch.stack([v.detach().float().mean() for v in out.values()])).tolist()
             if log is not None and (done % cfg.log_every == 0 or done == cfg.steps):
-                last = {"step": done, **{k: float(v.detach().float().mean()) for k, v in out.items()},
+                last = {"step": done, **dict(zip(out, means, strict=True)),
                         **{f"views/{k}": float(v.float().mean()) for k, v in run.views.last_params.items()
                            if v.numel()}, "seconds": round(time.perf_counter() - t0, 3)}
                 log.write(last)

@@ -8,7 +8,7 @@ from torch import nn
 
 from causal.errors import UserError
 from training.objectives.base import Objective
-from training.objectives.functional import check_two_views, kl_entropy, uniformity
+from training.objectives.functional import global_two_views, kl_entropy, uniformity
 from training.registry import OBJECTIVES
 
 
@@ -50,6 +50,8 @@ class AlignMaxEnt(Objective):
             log mean exp(-t ||z_i - z_j||^2) on l2-normalised z, alignment on the normalised z).
         k: neighbour order of the k-NN estimator (default 1; capped at B-1).
         t: uniformity scale (default 2.0).
+    Under DDP both entropy estimates (neighbours, pairwise terms) are over the global batch (embeddings
+    gathered across ranks first).
     """
 
     def __init__(self, encoder: nn.Module, *, lam: float = 1.0, entropy: str = "kl", k: int = 1, t: float = 2.0):
@@ -62,7 +64,7 @@ class AlignMaxEnt(Objective):
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Alignment minus lam * entropy; logs both terms separately."""
-        za, zb = check_two_views(embeddings)
+        za, zb = global_two_views(embeddings)
         if self.entropy == "kl":
             loss, align, ent = align_maxent_kl(za, zb, self.lam, self.k)
         else:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from training.objectives.base import Objective
-from training.objectives.functional import check_two_views, off_diagonal, standardise
+from training.objectives.functional import global_two_views, off_diagonal, standardise
 from training.registry import OBJECTIVES
 
 
@@ -31,6 +31,7 @@ class BarlowTwins(Objective):
     Hyperparameters:
         lambd: weight of the off-diagonal term (default 0.0051).
         eps: added to the per-dimension batch variance before standardising (default 1e-5, as BatchNorm).
+    Under DDP the batch statistics and the cross-correlation are over the global batch (embeddings gathered).
     """
 
     def __init__(self, encoder: nn.Module, *, lambd: float = 0.0051, eps: float = 1e-5):
@@ -39,6 +40,6 @@ class BarlowTwins(Objective):
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Barlow Twins loss; logs the on- and off-diagonal terms."""
-        za, zb = check_two_views(embeddings)
+        za, zb = global_two_views(embeddings)
         loss, on, off = barlow_twins_loss(za, zb, self.lambd, self.eps)
         return {"loss": loss, "on_diag": on.detach(), "off_diag": off.detach()}

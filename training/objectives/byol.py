@@ -30,6 +30,12 @@ class BYOL(Objective):
         momentum_start / momentum_end: EMA momentum of the target encoder at step 0 / at the last step,
             cosine schedule in between (defaults 0.99 / 1.0).
     The loss is the sum of both directions (each a batch mean), so it lies in [0, 8].
+
+    Under DDP nothing is gathered: each sample's term involves no other sample, so DDP's gradient averaging
+    already gives the global-batch gradient, EXCEPT through the BatchNorm in the predictor (and any in the
+    encoder), whose batch statistics are per rank. The trainer converts BatchNorm to SyncBatchNorm under DDP
+    on CUDA (exact global statistics); on CPU/gloo torch has no SyncBatchNorm, so there the statistics stay
+    per rank (a different, but still valid, loss than a single process with the global batch).
     """
 
     def __init__(
@@ -55,6 +61,7 @@ class BYOL(Objective):
         if len(views) != 2:
             raise ValueError(f"byol expects 2 views, got {len(views)}")
         x1, x2 = views
+        # no cross-sample terms besides BatchNorm (predictor, encoder): nothing to gather under DDP
         p1, p2 = self.predictor(self.encoder(x1)), self.predictor(self.encoder(x2))
         with torch.no_grad():
             t1, t2 = self.target_encoder(x1), self.target_encoder(x2)

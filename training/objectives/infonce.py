@@ -8,7 +8,7 @@ from torch import nn
 
 from causal.errors import UserError
 from training.objectives.base import Objective
-from training.objectives.functional import check_two_views
+from training.objectives.functional import global_two_views
 from training.registry import OBJECTIVES
 
 
@@ -34,6 +34,7 @@ class InfoNCE(Objective):
     Hyperparameters:
         tau: temperature dividing the cosine similarities (default 1.0, paper 000's Causal3DIdent value;
             0.1-0.5 is common for natural images).
+    Under DDP the negatives are the whole global batch: the embeddings of all ranks are gathered first.
     """
 
     def __init__(self, encoder: nn.Module, *, tau: float = 1.0):
@@ -43,7 +44,7 @@ class InfoNCE(Objective):
         self.tau = float(tau)
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:
-        """NT-Xent of the two views' embeddings; logs the positive pairs' cosine similarity."""
-        za, zb = check_two_views(embeddings)
+        """NT-Xent of the two views' (globally gathered) embeddings; logs the positive pairs' cosine similarity."""
+        za, zb = global_two_views(embeddings)
         loss, pos_sim = nt_xent(za, zb, self.tau)
         return {"loss": loss, "pos_sim": pos_sim.detach()}

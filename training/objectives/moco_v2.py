@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from causal.errors import UserError
+from training.distributed import gather_no_grad
 from training.objectives.base import Objective
 from training.objectives.functional import cosine_momentum, ema_update_, frozen_copy
 from training.registry import OBJECTIVES
@@ -30,7 +31,15 @@ class MoCoV2(Objective):
         momentum_start / momentum_end: EMA momentum of the key encoder at step 0 / at the last step,
             cosine schedule in between (defaults 0.99 / 0.999).
     Both views' keys (2B per step) are enqueued in ``after_step``, after the EMA update. No shuffled
-    BatchNorm (single device).
+    BatchNorm.
+
+    Under DDP the keys are gathered from all ranks before they are enqueued (all view-1 keys of the global
+    batch in rank order, then all view-2 keys), so every rank's queue is identical and equal to the queue a
+    single process with the global batch would hold. The loss of each rank is the mean over its local
+    queries against its local keys and that shared queue: the per-sample terms do not involve other samples
+    of the batch, so DDP's averaging of the gradients (and the mean of the ranks' losses) gives exactly the
+    single-process loss and gradient. BatchNorm in the encoders needs SyncBatchNorm for the same (the trainer
+    converts on CUDA).
     """
 
     def __init__(
@@ -64,8 +73,10 @@ class MoCoV2(Objective):
         with torch.no_grad():
             k1, k2 = (F.normalize(self.key_encoder(v), dim=1) for v in views)
         loss = 0.5 * (moco_loss(q1, k2, self.queue, self.tau) + moco_loss(q2, k1, self.queue, self.tau))
-        if self.training:
-            self._pending_keys = torch.cat([k1, k2]).detach()
+        if self.training:  # the global batch's keys, [all k1 ; all k2], identical on every rank
+            width = k1.shape[1]
+            g1, g2 = gather_no_grad(torch.cat([k1, k2], dim=1).detach()).split(width, dim=1)
+            self._pending_keys = torch.cat([g1, g2])
         pos_sim = 0.5 * ((q1 * k2).sum(1).mean() + (q2 * k1).sum(1).mean())
         return {"loss": loss, "pos_sim": pos_sim.detach()}
 

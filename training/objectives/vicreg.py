@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from training.objectives.base import Objective
-from training.objectives.functional import check_two_views, off_diagonal
+from training.objectives.functional import global_two_views, off_diagonal
 from training.registry import OBJECTIVES
 
 
@@ -42,6 +42,7 @@ class VICReg(Objective):
         std_coeff: weight of the variance hinge, averaged over the two branches (default 25.0).
         cov_coeff: weight of the covariance term, summed over the two branches (default 1.0).
         eps: added to the variance inside the square root (default 1e-4).
+    Under DDP all three terms are over the global batch (embeddings gathered across ranks first).
     """
 
     def __init__(
@@ -59,7 +60,7 @@ class VICReg(Objective):
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """Weighted VICReg loss; logs the three unweighted terms."""
-        za, zb = check_two_views(embeddings)
+        za, zb = global_two_views(embeddings)
         inv, var, cov = vicreg_terms(za, zb, self.eps)
         loss = self.sim_coeff * inv + self.std_coeff * var + self.cov_coeff * cov
         return {"loss": loss, "invariance": inv.detach(), "variance": var.detach(), "covariance": cov.detach()}
