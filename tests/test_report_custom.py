@@ -5,6 +5,8 @@ tiny render -> train -> evaluate run of a custom scene whose latents have other 
 import csv
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -210,3 +212,10 @@ def test_custom_store_report_end_to_end(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "tint: floor (S)" in printed and "place: ball (C)" in printed and "lamp_angle (C)" in printed
     assert not any(t in printed for t in PAPER_COLUMNS[1:])
+
+
+@pytest.mark.parametrize("arg,expected", [("colour", "use RECIPE=NAMES"), ("blur=tint", "unknown DA recipe 'blur'")])
+def test_evaluate_bad_da_style_exits_2(tmp_path, arg, expected):
+    r = subprocess.run([sys.executable, "-m", "pipelines.cli", "evaluate", "--run", str(tmp_path), "--data",
+                        str(tmp_path / "none.zarr"), "--da-style", arg], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
