@@ -27,7 +27,7 @@ from mathutils import Vector
 
 from causal.errors import UserError
 from render.meshes import class_mesh
-from render.scene import Light, Pose, Scene, load_scene, pose, scene_from_dict
+from render.scene import Light, Material, Pose, Scene, load_scene, pose, scene_from_dict
 from render.settings import PRESETS, RenderSettings
 
 
@@ -90,15 +90,53 @@ def _aim(obj: bpy.types.Object, target: Sequence[float]) -> None:
     obj.rotation_euler = direction.to_track_quat("-Z", "Y").to_euler()
 
 
-def _material(name: str, roughness: float, specular: float) -> tuple[bpy.types.Material, bpy.types.NodeSocket]:
-    """A rough Principled BSDF material; returns it and its Base Color socket (set per sample)."""
+def _link(nt: bpy.types.NodeTree, out: bpy.types.NodeSocket, inp: bpy.types.NodeSocket) -> None:
+    """Connect two sockets of a node tree."""
+    nt.links.new(out, inp)
+
+
+def _fresnel(nt: bpy.types.NodeTree, ior: float) -> bpy.types.NodeSocket:
+    """A Fresnel node's factor output for a fixed IOR."""
+    node = nt.nodes.new("ShaderNodeFresnel")
+    node.inputs["IOR"].default_value = ior
+    return node.outputs["Fac"]
+
+
+def _rubber(name: str, m: Material) -> tuple[bpy.types.Material, bpy.types.NodeSocket]:
+    """CLEVR's "Rubber" material (see render.scene.Material); returns it and the colour socket set per sample.
+
+    inner = Mix(Fresnel(ior + 0.2), Diffuse(colour), Sheen(colour)); out = Mix(Fresnel(ior), inner, Glossy).
+    """
     mat = bpy.data.materials.new(name)
     if mat.node_tree is None:  # Blender 5 always gives new materials a node tree (use_nodes is deprecated)
         mat.use_nodes = True
-    bsdf = next(n for n in mat.node_tree.nodes if n.type == "BSDF_PRINCIPLED")
-    bsdf.inputs["Roughness"].default_value = roughness
-    bsdf.inputs["Specular IOR Level"].default_value = specular
-    return mat, bsdf.inputs["Base Color"]
+    nt = mat.node_tree
+    for node in list(nt.nodes):
+        if node.type != "OUTPUT_MATERIAL":
+            nt.nodes.remove(node)
+    output = next(n for n in nt.nodes if n.type == "OUTPUT_MATERIAL")
+    color = nt.nodes.new("ShaderNodeRGB").outputs["Color"]
+    diffuse = nt.nodes.new("ShaderNodeBsdfDiffuse")
+    diffuse.inputs["Roughness"].default_value = m.diffuse_roughness
+    sheen = nt.nodes.new("ShaderNodeBsdfSheen")
+    sheen.distribution = m.sheen_distribution
+    sheen.inputs["Roughness"].default_value = m.sheen_roughness
+    _link(nt, color, diffuse.inputs["Color"])
+    _link(nt, color, sheen.inputs["Color"])
+    inner = nt.nodes.new("ShaderNodeMixShader")
+    _link(nt, _fresnel(nt, m.ior + m.inner_ior_add), inner.inputs[0])
+    _link(nt, diffuse.outputs[0], inner.inputs[1])
+    _link(nt, sheen.outputs[0], inner.inputs[2])
+    glossy = nt.nodes.new("ShaderNodeBsdfGlossy")
+    glossy.distribution = m.glossy_distribution
+    glossy.inputs["Color"].default_value = (m.glossy_value, m.glossy_value, m.glossy_value, 1.0)
+    glossy.inputs["Roughness"].default_value = m.roughness**m.glossy_roughness_power
+    out = nt.nodes.new("ShaderNodeMixShader")
+    _link(nt, _fresnel(nt, m.ior), out.inputs[0])
+    _link(nt, inner.outputs[0], out.inputs[1])
+    _link(nt, glossy.outputs[0], out.inputs[2])
+    _link(nt, out.outputs[0], output.inputs["Surface"])
+    return mat, color
 
 
 class BlenderRenderer:
@@ -129,10 +167,10 @@ class BlenderRenderer:
         self._build_camera()
         self._build_ground()
         self._lights = {lt.name: self._build_light(lt) for lt in self.scene.lights}
-        mat, self._object_color = _material("object", self.scene.material.roughness, self.scene.material.specular)
+        mat, self._object_color = _rubber("object", self.scene.material)
         self._objects = []
         for cls in self.scene.classes:
-            mesh = class_mesh(cls.mesh, cls.name, self.scene.extent * cls.scale)
+            mesh = class_mesh(cls.mesh, cls.name, cls.mesh_size(self.scene.extent), cls.yaw_deg, cls.pivot)
             mesh.materials.append(mat)
             obj = bpy.data.objects.new(cls.name, mesh)
             obj.rotation_mode = "XYZ"
@@ -150,6 +188,11 @@ class BlenderRenderer:
         cy.device = self.device
         cy.samples = s.samples
         cy.use_adaptive_sampling = False  # fixed sample count, like the original
+        cy.use_light_tree = False  # the original's lights are sampled without the (Blender 3.5+) light tree
+        cy.pixel_filter_type = "BLACKMAN_HARRIS"
+        cy.filter_width = 1.5
+        cy.sample_clamp_direct = 0.0  # no clamping
+        cy.sample_clamp_indirect = 0.0
         cy.use_denoising = s.denoise
         cy.denoiser = "OPENIMAGEDENOISE"
         cy.denoising_prefilter = s.denoise_prefilter
@@ -188,31 +231,35 @@ class BlenderRenderer:
         sc.world = world
 
     def _build_camera(self) -> None:
-        """Perspective camera at its location, aimed at look_at."""
+        """Perspective camera at its location, turned by its Euler rotation or aimed at look_at."""
         c = self.scene.camera
         cam = bpy.data.cameras.new("camera")
         cam.lens = c.lens_mm
         cam.sensor_width = c.sensor_mm
-        cam.sensor_fit = "AUTO"
+        cam.sensor_fit = c.sensor_fit
         cam.clip_end = 10_000.0
         obj = bpy.data.objects.new("camera", cam)
         obj.location = c.location
+        obj.rotation_mode = "XYZ"
         self._bl.collection.objects.link(obj)
-        _aim(obj, c.look_at)
+        if c.rotation_rad is not None:
+            obj.rotation_euler = c.rotation_rad
+        else:
+            _aim(obj, c.look_at)
         self._bl.camera = obj
 
     def _build_ground(self) -> None:
-        """A large square plane at z = z_extent * s with its own rough material."""
+        """A large square plane at height z with its own rubber material."""
         g = self.scene.ground
         mesh = bpy.data.meshes.new("ground")
         bm = bmesh.new()
         bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=g.size / 2)
         bm.to_mesh(mesh)
         bm.free()
-        mat, self._ground_color = _material("ground", g.roughness, 0.0)
+        mat, self._ground_color = _rubber("ground", g.material)
         mesh.materials.append(mat)
         obj = bpy.data.objects.new("ground", mesh)
-        obj.location = (0.0, 0.0, g.z_extent * self.scene.extent)
+        obj.location = (0.0, 0.0, g.z)
         self._bl.collection.objects.link(obj)
 
     def _build_light(self, lt: Light) -> bpy.types.Object:
@@ -239,12 +286,16 @@ class BlenderRenderer:
         return obj
 
     # ---- per sample ------------------------------------------------------------------------------------------
-    def apply(self, p: Pose, seed: int) -> None:
-        """Show the sample's class, place and colour it, move/colour the lights, set the sampling seed."""
+    def apply(self, p: Pose, seed: int, object_visible: bool = True) -> None:
+        """Show the sample's class, place and colour it, move/colour the lights, set the sampling seed.
+
+        ``object_visible=False`` hides the object from the camera only: it still casts its shadow.
+        """
         self._ensure_active()
         for i, obj in enumerate(self._objects):
             obj.hide_render = i != p.class_index
         obj = self._objects[p.class_index]
+        obj.visible_camera = object_visible
         obj.location = p.location
         obj.rotation_euler = p.rotation
         self._object_color.default_value = (*p.object_rgb, 1.0)
@@ -260,9 +311,9 @@ class BlenderRenderer:
                 _aim(lobj, (0.0, 0.0, 0.0))
         self._bl.cycles.seed = int(seed) % SEED_MODULUS
 
-    def render_pose(self, p: Pose, seed: int) -> np.ndarray:
-        """Render one posed sample; uint8 (H, W, 3), top row first."""
-        self.apply(p, seed)
+    def render_pose(self, p: Pose, seed: int, object_visible: bool = True) -> np.ndarray:
+        """Render one posed sample; uint8 (H, W, 3), top row first (object_visible: see apply)."""
+        self.apply(p, seed, object_visible)
         with quiet_stdout(self.quiet):
             bpy.ops.render.render(write_still=True)
         with Image.open(self._png) as im:
@@ -270,7 +321,7 @@ class BlenderRenderer:
 
     def render(self, raw: Sequence[float], class_index: int = 0, seed: int = 0) -> np.ndarray:
         """Render one sample from its raw latents (ordered as scene.latents)."""
-        return self.render_pose(pose(self.scene, raw, class_index), seed)
+        return self.render_pose(pose(self.scene, raw, class_index, self.settings.hue_mode), seed)
 
     def render_batch(
         self, latents: np.ndarray, classes: np.ndarray | None = None, seeds: np.ndarray | None = None

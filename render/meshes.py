@@ -6,6 +6,7 @@ Every function here needs Blender, but bpy is imported lazily so that importing 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -164,8 +165,14 @@ def load_mesh(path: str | Path, class_name: str = "?") -> bpy.types.Mesh:
     return mesh
 
 
-def normalise(mesh: bpy.types.Mesh, extent: float) -> float:
-    """Centre the mesh's bounding box on the origin and scale its largest side to ``extent``; return the factor."""
+def normalise(
+    mesh: bpy.types.Mesh,
+    extent: float,
+    pivot: str | Sequence[float | str] = "bbox_centre",
+    yaw_deg: float = 0.0,
+) -> float:
+    """Scale the mesh so its bounding box's largest side is ``extent``, move its ``pivot`` to the origin (see
+    render.scene.ObjectClass), then turn it by ``yaw_deg`` about z; return the scale factor."""
     n = len(mesh.vertices)
     if n == 0:
         raise MeshLoadError(f"mesh {mesh.name} has no vertices")
@@ -177,19 +184,42 @@ def normalise(mesh: bpy.types.Mesh, extent: float) -> float:
     if size <= 0:
         raise MeshLoadError(f"mesh {mesh.name} is degenerate (zero size)")
     factor = extent / size
-    co = (co - (lo + hi) / 2) * factor
+    centre = (lo + hi) / 2
+    co = (co - centre) * factor - pivot_offset(pivot, centre, factor)
+    co = co @ yaw_matrix(yaw_deg).T
     mesh.vertices.foreach_set("co", co.reshape(-1).astype(np.float32))
     mesh.update()
     return factor
 
 
-def class_mesh(source: str, class_name: str, extent: float) -> bpy.types.Mesh:
-    """The normalised mesh for one class: ``source`` is 'builtin:<shape>' or a mesh file path."""
+def pivot_offset(pivot: str | Sequence[float | str], centre: np.ndarray, factor: float) -> np.ndarray:
+    """The pivot relative to the bounding-box centre, in normalised units ('mesh_origin': the source's origin)."""
+    if isinstance(pivot, str):
+        if pivot != "bbox_centre":
+            raise UserError(f"pivot {pivot!r} is not 'bbox_centre' or 3 entries")
+        return np.zeros(3)
+    return np.array([-centre[i] * factor if v == "mesh_origin" else float(v) for i, v in enumerate(pivot)])
+
+
+def yaw_matrix(yaw_deg: float) -> np.ndarray:
+    """3x3 rotation by ``yaw_deg`` about +z (counter-clockwise seen from above)."""
+    c, s = math.cos(math.radians(yaw_deg)), math.sin(math.radians(yaw_deg))
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def class_mesh(
+    source: str,
+    class_name: str,
+    extent: float,
+    yaw_deg: float = 0.0,
+    pivot: str | Sequence[float | str] = "bbox_centre",
+) -> bpy.types.Mesh:
+    """The normalised mesh for one class: ``source`` is 'builtin:<shape>' or a mesh file path (see normalise)."""
     if source.startswith("builtin:"):
         mesh = builtin_mesh(source.split(":", 1)[1], class_name)
     else:
         mesh = load_mesh(source, class_name)
-    normalise(mesh, extent)
+    normalise(mesh, extent, pivot, yaw_deg)
     smooth = source not in FLAT_SHADED
     mesh.polygons.foreach_set("use_smooth", [smooth] * len(mesh.polygons))
     return mesh

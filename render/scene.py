@@ -35,21 +35,22 @@ class SceneError(UserError):
 
 @dataclass(frozen=True)
 class Camera:
-    """Perspective camera aimed at ``look_at``."""
+    """Perspective camera: oriented by an XYZ Euler ``rotation_rad`` (as stored in a .blend) or aimed at ``look_at``."""
 
     location: tuple[float, float, float] = (8.0, 0.0, 8.0)
-    look_at: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    look_at: tuple[float, float, float] | None = None
+    rotation_rad: tuple[float, float, float] | None = None
     lens_mm: float = 35.0
     sensor_mm: float = 50.0
+    sensor_fit: str = "AUTO"
 
 
 @dataclass(frozen=True)
 class Orbit:
-    """Light on a horizontal circle: (radius sin t, radius cos t, height + height_extent * s), t = angle latent."""
+    """Light on a horizontal circle: (radius sin t, radius cos t, height), t = the angle latent (radians)."""
 
     radius: float = 4.0
-    height: float = 6.0
-    height_extent: float = 1.0
+    height: float = 10.442
 
 
 @dataclass(frozen=True)
@@ -71,31 +72,56 @@ class Light:
 
 
 @dataclass(frozen=True)
-class Ground:
-    """A very large plane at z = z_extent * s; its colour is HSV(hue, saturation, value)."""
+class Material:
+    """CLEVR's "Rubber" node group; its colour is HSV(hue, saturation, value), the hue set per sample.
 
-    size: float = 400.0
-    z_extent: float = -1.0
-    color_hsv: tuple[float, float, float] = (0.0, 0.6, 1.0)
-    roughness: float = 1.0
+    inner = Mix(Fresnel(ior + inner_ior_add), Diffuse(colour, diffuse_roughness), Sheen(colour, sheen_roughness));
+    out = Mix(Fresnel(ior), inner, Glossy(glossy_value grey, roughness ** glossy_roughness_power)).
+    """
+
+    color_hsv: tuple[float, float, float] = (0.0, 1.0, 1.0)
+    ior: float = 1.2
+    roughness: float = 0.35
+    inner_ior_add: float = 0.2
+    diffuse_roughness: float = 0.0
+    sheen_roughness: float = 0.6
+    sheen_distribution: str = "ASHIKHMIN"  # Blender's old Velvet BSDF
+    glossy_value: float = 0.8
+    glossy_roughness_power: float = 0.5
+    glossy_distribution: str = "BECKMANN"  # what the original scene file's Glossy BSDF uses
 
 
 @dataclass(frozen=True)
-class Material:
-    """Rubber-like object material: rough Principled BSDF with a weak specular lobe."""
+class Ground:
+    """A large square plane of side ``size`` at height ``z``, with its own material (colour: the ground hue)."""
 
-    color_hsv: tuple[float, float, float] = (0.0, 1.0, 1.0)
-    roughness: float = 0.8
-    specular: float = 0.25
+    size: float = 1500.0
+    z: float = -4.442
+    material: Material = field(default_factory=lambda: Material(color_hsv=(0.0, 0.6, 1.0)))
 
 
 @dataclass(frozen=True)
 class ObjectClass:
-    """One object class: ``mesh`` is 'builtin:<shape>' (see render.meshes.BUILTIN_MESHES) or a mesh file path."""
+    """One object class: ``mesh`` is 'builtin:<shape>' (see render.meshes.BUILTIN_MESHES) or a mesh file path.
+
+    The mesh is normalised in its own (canonical) frame: scaled so the largest side of its bounding box is
+    ``size`` (None: the scene's extent) times ``scale``; its pivot (the object's origin, which the latent
+    position places and the latent rotation turns about) is ``pivot``; then it is turned by ``yaw_deg`` about
+    z around the pivot (a resting orientation, before the latent rotation). ``pivot`` is 'bbox_centre' or one
+    entry per axis: a number (the pivot's offset from the bounding-box centre, scene units) or 'mesh_origin'
+    (the source mesh's own origin on that axis, e.g. the teapot's body axis).
+    """
 
     name: str
     mesh: str
-    scale: float = 1.0  # extra factor after normalising the largest extent to the scene's extent
+    scale: float = 1.0
+    size: float | None = None
+    yaw_deg: float = 0.0
+    pivot: str | tuple[float | str, float | str, float | str] = "bbox_centre"
+
+    def mesh_size(self, extent: float) -> float:
+        """Largest bounding-box side of the normalised mesh (before the yaw)."""
+        return (extent if self.size is None else self.size) * self.scale
 
 
 @dataclass(frozen=True)
@@ -111,7 +137,10 @@ class Binding:
 
 @dataclass(frozen=True)
 class Scene:
-    """A whole scene: shared set-up plus object classes and the latent bindings (column i = latents[i])."""
+    """A whole scene: shared set-up plus object classes and the latent bindings (column i = latents[i]).
+
+    ``extent`` (s) is the default largest bounding-box side of a class's mesh and the unit of ``offset_extent``.
+    """
 
     name: str
     extent: float
@@ -146,7 +175,10 @@ class Scene:
         unknown = set(meshes) - set(self.class_names)
         if unknown:
             raise SceneError(f"unknown class(es) {sorted(unknown)}; scene {self.name} has {list(self.class_names)}")
-        classes = tuple(replace(c, mesh=str(meshes.get(c.name, c.mesh))) for c in self.classes)
+        classes = tuple(
+            c if c.name not in meshes else ObjectClass(c.name, str(meshes[c.name]), scale=c.scale)
+            for c in self.classes
+        )  # a user mesh gets the default conventions (largest side = extent, pivot at its bbox centre, no yaw)
         return replace(self, classes=classes)
 
 
@@ -180,9 +212,14 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def hsv_rgb(hue: float, saturation: float, value: float) -> tuple[float, float, float]:
-    """HSV to RGB with the hue wrapped mod 1 (the original fed negative hues to colorsys unwrapped)."""
-    return tuple(colorsys.hsv_to_rgb(hue % 1.0, saturation, value))  # type: ignore[return-value]
+def hsv_rgb(hue: float, saturation: float, value: float, mode: str = "wrap") -> tuple[float, float, float]:
+    """HSV to RGB. 'wrap': hue mod 1. 'original': the original generator's colours, i.e. colorsys on the
+    unwrapped hue (negative hues give channels below 0 or above 1), negatives clamped to 0 as Blender does."""
+    if mode == "wrap":
+        return tuple(colorsys.hsv_to_rgb(hue % 1.0, saturation, value))  # type: ignore[return-value]
+    if mode == "original":
+        return tuple(max(c, 0.0) for c in colorsys.hsv_to_rgb(hue, saturation, value))  # type: ignore[return-value]
+    raise SceneError(f"hue mode {mode!r} is not 'wrap' or 'original'")
 
 
 def _tuple(x: Any, n: int, what: str) -> tuple[float, ...]:
@@ -208,6 +245,57 @@ def _build(cls: type, data: Mapping[str, Any], what: str, vectors: Mapping[str, 
         raise SceneError(f"{what}: {exc}") from None
 
 
+def _material(data: Mapping[str, Any] | None, what: str, default: Material) -> Material:
+    """A Material from YAML; keys not given keep ``default``'s values."""
+    if data is None:
+        return default
+    if not isinstance(data, Mapping):
+        raise SceneError(f"{what} must be a mapping, got {data!r}")
+    return _build(Material, {**_plain(asdict(default)), **data}, what, {"color_hsv": 3})
+
+
+def _ground(data: Mapping[str, Any]) -> Ground:
+    """The Ground from YAML (its material nested, defaulting to a rubber of saturation 0.6)."""
+    if not isinstance(data, Mapping):
+        raise SceneError(f"ground must be a mapping, got {data!r}")
+    d = dict(data)
+    d["material"] = _material(d.get("material"), "ground.material", Ground().material)
+    return _build(Ground, d, "ground")
+
+
+def _camera(data: Mapping[str, Any]) -> Camera:
+    """The Camera from YAML; vectors may be null (look_at or rotation_rad)."""
+    vectors = {k: 3 for k in ("location", "look_at", "rotation_rad") if data.get(k) is not None}
+    return _build(Camera, data, "camera", vectors)
+
+
+def _pivot(x: Any, what: str) -> str | tuple[float | str, ...]:
+    """A class's pivot: 'bbox_centre' or 3 entries, each a number or 'mesh_origin'."""
+    if x == "bbox_centre":
+        return x
+    if not isinstance(x, Sequence) or isinstance(x, str) or len(x) != 3:
+        raise SceneError(f"{what}.pivot must be 'bbox_centre' or 3 entries (number or 'mesh_origin'), got {x!r}")
+    out: list[float | str] = []
+    for v in x:
+        if v == "mesh_origin":
+            out.append(v)
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            out.append(float(v))
+        else:
+            raise SceneError(f"{what}.pivot entries must be numbers or 'mesh_origin', got {v!r}")
+    return tuple(out)
+
+
+def _object_class(data: Mapping[str, Any], what: str) -> ObjectClass:
+    """One ObjectClass from YAML."""
+    if not isinstance(data, Mapping):
+        raise SceneError(f"{what} must be a mapping, got {data!r}")
+    d = dict(data)
+    if "pivot" in d:
+        d["pivot"] = _pivot(d["pivot"], what)
+    return _build(ObjectClass, d, what)
+
+
 def scene_from_dict(data: Mapping[str, Any]) -> Scene:
     """Validate and build a Scene from its plain (YAML) form."""
     d = dict(data)
@@ -223,11 +311,11 @@ def scene_from_dict(data: Mapping[str, Any]) -> Scene:
         scene = Scene(
             name=str(d.pop("name")),
             extent=float(d.pop("extent", 4.4)),
-            camera=_build(Camera, d.pop("camera", {}), "camera", {"location": 3, "look_at": 3}),
-            ground=_build(Ground, d.pop("ground", {}), "ground", {"color_hsv": 3}),
-            material=_build(Material, d.pop("material", {}), "material", {"color_hsv": 3}),
+            camera=_camera(d.pop("camera", {})),
+            ground=_ground(d.pop("ground", {})),
+            material=_material(d.pop("material", {}), "material", Material()),
             lights=tuple(lights),
-            classes=tuple(_build(ObjectClass, c, f"classes[{i}]") for i, c in enumerate(d.pop("classes"))),
+            classes=tuple(_object_class(c, f"classes[{i}]") for i, c in enumerate(d.pop("classes"))),
             latents=tuple(_build(Binding, b, f"latents[{i}]") for i, b in enumerate(d.pop("latents"))),
             description=str(d.pop("description", "")),
             world_color=_tuple(d.pop("world_color", (0, 0, 0)), 3, "world_color"),
@@ -247,6 +335,21 @@ def validate(scene: Scene) -> None:
     """Check names, light types and binding targets; raise SceneError with a one-line message."""
     if not scene.classes:
         raise SceneError(f"scene {scene.name} has no object classes")
+    cam = scene.camera
+    if (cam.look_at is None) == (cam.rotation_rad is None):
+        raise SceneError(f"scene {scene.name}: camera needs exactly one of look_at and rotation_rad")
+    if cam.sensor_fit not in ("AUTO", "HORIZONTAL", "VERTICAL"):
+        raise SceneError(f"camera sensor_fit {cam.sensor_fit!r} is not AUTO, HORIZONTAL or VERTICAL")
+    for what, m in (("material", scene.material), ("ground.material", scene.ground.material)):
+        if m.sheen_distribution not in ("ASHIKHMIN", "MICROFIBER"):
+            raise SceneError(f"{what}: sheen_distribution {m.sheen_distribution!r} is not ASHIKHMIN or MICROFIBER")
+        if m.glossy_distribution not in ("BECKMANN", "GGX", "ASHIKHMIN_SHIRLEY", "MULTI_GGX"):
+            raise SceneError(f"{what}: glossy_distribution {m.glossy_distribution!r} is not a Glossy BSDF one")
+        if m.ior < 1.0 or m.roughness < 0.0:
+            raise SceneError(f"{what}: ior must be >= 1 and roughness >= 0, got {m.ior} and {m.roughness}")
+    for c in scene.classes:
+        if c.mesh_size(scene.extent) <= 0:
+            raise SceneError(f"class {c.name}: size and scale must be positive")
     light_names = [lt.name for lt in scene.lights]
     if len(set(light_names)) != len(light_names):
         raise SceneError(f"scene {scene.name}: duplicate light names {light_names}")
@@ -283,8 +386,11 @@ def load_scene(name_or_path: str | Path) -> Scene:
     return scene_from_dict(data)
 
 
-def pose(scene: Scene, raw: Sequence[float], class_index: int = 0) -> Pose:
-    """Map one row of raw latents (in [-1, 1], ordered as scene.latents) to concrete scene values."""
+def pose(scene: Scene, raw: Sequence[float], class_index: int = 0, hue_mode: str = "wrap") -> Pose:
+    """Map one row of raw latents (in [-1, 1], ordered as scene.latents) to concrete scene values.
+
+    ``hue_mode`` 'wrap' takes hues mod 1; 'original' reproduces the original generator's colours (see hsv_rgb).
+    """
     if len(raw) != len(scene.latents):
         raise SceneError(f"expected {len(scene.latents)} latents {list(scene.latent_names)}, got {len(raw)}")
     if not 0 <= class_index < len(scene.classes):
@@ -300,17 +406,17 @@ def pose(scene: Scene, raw: Sequence[float], class_index: int = 0) -> Pose:
     loc = (get("object.x"), get("object.y"), get("object.z"))
     rot = (get("object.rot_x"), get("object.rot_y"), get("object.rot_z"))
     h, sat, val = scene.material.color_hsv
-    object_rgb = hsv_rgb(get("object.hue", h), sat, val)
-    h, sat, val = scene.ground.color_hsv
-    ground_rgb = hsv_rgb(get("ground.hue", h), sat, val)
+    object_rgb = hsv_rgb(get("object.hue", h), sat, val, hue_mode)
+    h, sat, val = scene.ground.material.color_hsv
+    ground_rgb = hsv_rgb(get("ground.hue", h), sat, val, hue_mode)
     lights = {}
     for lt in scene.lights:
         location = lt.location
         if lt.orbit is not None:
             t = get(f"light.{lt.name}.angle")
             o = lt.orbit
-            location = (o.radius * math.sin(t), o.radius * math.cos(t), o.height + o.height_extent * s)
+            location = (o.radius * math.sin(t), o.radius * math.cos(t), o.height)
         h, sat, val = lt.color_hsv
-        rgb = hsv_rgb(get(f"light.{lt.name}.hue", h), sat, val)
+        rgb = hsv_rgb(get(f"light.{lt.name}.hue", h), sat, val, hue_mode)
         lights[lt.name] = LightPose(location, rgb, get(f"light.{lt.name}.energy", lt.energy))
     return Pose(class_index, loc, rot, object_rgb, ground_rgb, lights)
