@@ -102,10 +102,35 @@ def _fresnel(nt: bpy.types.NodeTree, ior: float) -> bpy.types.NodeSocket:
     return node.outputs["Fac"]
 
 
+def _rubber_inner(nt: bpy.types.NodeTree, m: Material, color: bpy.types.NodeSocket) -> bpy.types.NodeSocket:
+    """The coloured part of the rubber: Mix(Fresnel(ior + inner_ior_add), Diffuse(colour), Sheen(colour))."""
+    diffuse = nt.nodes.new("ShaderNodeBsdfDiffuse")
+    diffuse.inputs["Roughness"].default_value = m.diffuse_roughness
+    sheen = nt.nodes.new("ShaderNodeBsdfSheen")
+    sheen.distribution = m.sheen_distribution  # ASHIKHMIN: Blender's old Velvet BSDF
+    sheen.inputs["Roughness"].default_value = m.sheen_roughness
+    _link(nt, color, diffuse.inputs["Color"])
+    _link(nt, color, sheen.inputs["Color"])
+    mix = nt.nodes.new("ShaderNodeMixShader")
+    _link(nt, _fresnel(nt, m.ior + m.inner_ior_add), mix.inputs[0])
+    _link(nt, diffuse.outputs[0], mix.inputs[1])
+    _link(nt, sheen.outputs[0], mix.inputs[2])
+    return mix.outputs[0]
+
+
+def _glossy(nt: bpy.types.NodeTree, m: Material) -> bpy.types.NodeSocket:
+    """The rubber's grey glossy coat, roughness = m.roughness ** glossy_roughness_power."""
+    glossy = nt.nodes.new("ShaderNodeBsdfGlossy")
+    glossy.distribution = m.glossy_distribution
+    glossy.inputs["Color"].default_value = (m.glossy_value, m.glossy_value, m.glossy_value, 1.0)
+    glossy.inputs["Roughness"].default_value = m.roughness**m.glossy_roughness_power
+    return glossy.outputs[0]
+
+
 def _rubber(name: str, m: Material) -> tuple[bpy.types.Material, bpy.types.NodeSocket]:
     """CLEVR's "Rubber" material (see render.scene.Material); returns it and the colour socket set per sample.
 
-    inner = Mix(Fresnel(ior + 0.2), Diffuse(colour), Sheen(colour)); out = Mix(Fresnel(ior), inner, Glossy).
+    out = Mix(Fresnel(ior), inner, Glossy), inner = Mix(Fresnel(ior + 0.2), Diffuse(colour), Sheen(colour)).
     """
     mat = bpy.data.materials.new(name)
     if mat.node_tree is None:  # Blender 5 always gives new materials a node tree (use_nodes is deprecated)
@@ -115,26 +140,11 @@ def _rubber(name: str, m: Material) -> tuple[bpy.types.Material, bpy.types.NodeS
         if node.type != "OUTPUT_MATERIAL":
             nt.nodes.remove(node)
     output = next(n for n in nt.nodes if n.type == "OUTPUT_MATERIAL")
-    color = nt.nodes.new("ShaderNodeRGB").outputs["Color"]
-    diffuse = nt.nodes.new("ShaderNodeBsdfDiffuse")
-    diffuse.inputs["Roughness"].default_value = m.diffuse_roughness
-    sheen = nt.nodes.new("ShaderNodeBsdfSheen")
-    sheen.distribution = m.sheen_distribution
-    sheen.inputs["Roughness"].default_value = m.sheen_roughness
-    _link(nt, color, diffuse.inputs["Color"])
-    _link(nt, color, sheen.inputs["Color"])
-    inner = nt.nodes.new("ShaderNodeMixShader")
-    _link(nt, _fresnel(nt, m.ior + m.inner_ior_add), inner.inputs[0])
-    _link(nt, diffuse.outputs[0], inner.inputs[1])
-    _link(nt, sheen.outputs[0], inner.inputs[2])
-    glossy = nt.nodes.new("ShaderNodeBsdfGlossy")
-    glossy.distribution = m.glossy_distribution
-    glossy.inputs["Color"].default_value = (m.glossy_value, m.glossy_value, m.glossy_value, 1.0)
-    glossy.inputs["Roughness"].default_value = m.roughness**m.glossy_roughness_power
+    color = nt.nodes.new("ShaderNodeRGB").outputs["Color"]  # channels > 1 pass through (hue_mode 'original')
     out = nt.nodes.new("ShaderNodeMixShader")
     _link(nt, _fresnel(nt, m.ior), out.inputs[0])
-    _link(nt, inner.outputs[0], out.inputs[1])
-    _link(nt, glossy.outputs[0], out.inputs[2])
+    _link(nt, _rubber_inner(nt, m, color), out.inputs[1])
+    _link(nt, _glossy(nt, m), out.inputs[2])
     _link(nt, out.outputs[0], output.inputs["Surface"])
     return mat, color
 
@@ -189,7 +199,7 @@ class BlenderRenderer:
         cy.samples = s.samples
         cy.use_adaptive_sampling = False  # fixed sample count, like the original
         cy.use_light_tree = False  # the original's lights are sampled without the (Blender 3.5+) light tree
-        cy.pixel_filter_type = "BLACKMAN_HARRIS"
+        cy.pixel_filter_type = "BLACKMAN_HARRIS"  # the original's pixel filter
         cy.filter_width = 1.5
         cy.sample_clamp_direct = 0.0  # no clamping
         cy.sample_clamp_indirect = 0.0

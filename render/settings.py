@@ -24,6 +24,7 @@ class RenderSettings:
     device: str = "auto"  # 'auto': GPU if Cycles finds one, else CPU
     denoise_prefilter: str = "ACCURATE"  # OIDN albedo/normal prefilter; FAST is ~3x cheaper at 64 px
     # 'wrap': hues mod 1 (default); 'original': negative hues unwrapped and clamped, as the original generator did
+    # (BlenderRenderer passes it to render.scene.pose; benchmarks/fidelity_3dident.py renders with 'original')
     hue_mode: str = "wrap"
 
     def __post_init__(self) -> None:

@@ -99,6 +99,92 @@ def test_pose_follows_spec_mapping():
     np.testing.assert_allclose(p.ground_rgb, colorsys.hsv_to_rgb(0.2, 0.6, 1.0))
 
 
+def test_hue_modes_hand_computed():
+    """'original': colorsys on the unwrapped hue, negatives clamped to 0, values above 1 kept; 'wrap': mod 1."""
+    sc = load_scene("3dident")
+
+    def colours(mode: str, raw: float) -> tuple:
+        p = pose(sc, latents(obj_hue=raw, spot_hue=raw, bg_hue=raw), hue_mode=mode)
+        return p.object_rgb, p.lights["spot"].rgb, p.ground_rgb
+
+    obj, spot, ground = colours("original", -0.4)  # hue -0.1: colorsys gives (1, -0.6, 0) for the object
+    np.testing.assert_allclose(obj, (1.0, 0.0, 0.0), atol=1e-6)
+    np.testing.assert_allclose(spot, (1.0, 0.0, 0.2), atol=1e-6)  # (1, -0.28, 0.2) clamped
+    np.testing.assert_allclose(ground, (1.0, 0.04, 0.4), atol=1e-6)  # t = 1 - 0.6 * 1.6
+    obj, _, _ = colours("original", -0.8)  # hue -0.2: sector 5, q = 1 - (-0.2) = 1.2
+    np.testing.assert_allclose(obj, (1.0, 0.0, 1.2), atol=1e-6)
+    obj, spot, ground = colours("wrap", -0.4)  # hue 0.9: sector 5, f = 0.4
+    np.testing.assert_allclose(obj, (1.0, 0.0, 0.6), atol=1e-6)
+    np.testing.assert_allclose(spot, (1.0, 0.2, 0.68), atol=1e-6)
+    np.testing.assert_allclose(ground, (1.0, 0.4, 0.76), atol=1e-6)
+    for mode in ("wrap", "original"):  # non-negative hues agree
+        np.testing.assert_allclose(colours(mode, 0.4)[0], (1.0, 0.6, 0.0), atol=1e-6)
+    with pytest.raises(SceneError, match="hue mode"):
+        pose(sc, latents(), hue_mode="clamp")
+
+
+def test_3dident_scene_holds_the_original_numbers():
+    sc = load_scene("3dident")
+    lights = {lt.name: lt for lt in sc.lights}
+    assert (lights["sun"].energy, math.radians(lights["sun"].angle_deg)) == (0.5, pytest.approx(0.199, abs=1e-5))
+    assert lights["sun"].location == (0, 0, 25.8) and lights["sun"].rotation_deg == (0, 0, 0)  # pointing down
+    assert (lights["area"].energy, lights["area"].size, lights["area"].location) == (39.27, 1.0, (0, 0, 7))
+    spot = lights["spot"]
+    assert (spot.energy, spot.spot_size_deg, spot.spot_blend, spot.size, spot.aim) == (3000, 35, 0.1, 0.5, "object")
+    assert (sc.ground.size, sc.ground.z) == (1500, -4.442)
+    for m in (sc.material, sc.ground.material):
+        assert (m.ior, m.roughness, m.glossy_distribution, m.sheen_distribution) == (1.2, 0.35, "BECKMANN", "ASHIKHMIN")
+    assert sc.ground.material.color_hsv[1:] == (0.6, 1.0) and sc.material.color_hsv[1:] == (1.0, 1.0)
+    cam = sc.camera
+    assert (cam.location, cam.look_at, cam.lens_mm, cam.sensor_mm) == ((8, 0, 8), (0, 0, 0), 35, 50)
+    t = 0.3 * math.pi / 2
+    p = pose(sc, latents(pos_x=0.1, pos_y=-0.2, pos_z=0.3, spot_angle=0.3))
+    np.testing.assert_allclose(p.location, (0.3, -0.6, 0.9 + 2.221))
+    np.testing.assert_allclose(p.lights["spot"].location, (4 * math.sin(t), 4 * math.cos(t), 10.442))
+    teapot = sc.classes[0]
+    assert (teapot.mesh_size(sc.extent), teapot.yaw_deg) == (6.125, -45)
+
+
+def test_scene_validation_of_camera_and_classes():
+    base = load_scene("3dident").to_dict()
+    cam = {**base["camera"], "look_at": None, "rotation_rad": [1.1093, 0.0108, 0.8149]}
+    assert scene_from_dict({**base, "camera": cam}).camera.rotation_rad == (1.1093, 0.0108, 0.8149)
+    with pytest.raises(SceneError, match="exactly one of look_at and rotation_rad"):
+        scene_from_dict({**base, "camera": {**cam, "look_at": [0, 0, 0]}})
+    teapot = base["classes"][0]
+    for bad in ("body", [0, 0], [0, "axis", 0]):
+        with pytest.raises(SceneError, match="pivot"):
+            scene_from_dict({**base, "classes": [{**teapot, "pivot": bad}]})
+    with pytest.raises(SceneError, match="glossy_distribution"):
+        scene_from_dict({**base, "material": {"glossy_distribution": "PHONG"}})
+    # a user mesh replacing a class drops the built-in's conventions (size, yaw, pivot)
+    user = load_scene("3dident").with_meshes({"Teapot": "my_teapot.obj"}).classes[0]
+    assert (user.mesh, user.size, user.yaw_deg, user.pivot) == ("my_teapot.obj", None, 0.0, "bbox_centre")
+
+
+def test_teapot_mesh_follows_the_original_conventions():
+    """Length 6.125 (spout to handle) and height 3.0; spout towards -45 deg; pivot on the body axis (lid knob)."""
+    import bpy
+
+    from render.meshes import class_mesh
+
+    sc = load_scene("3dident")
+    cls = sc.classes[0]
+    meshes = {yaw: class_mesh(cls.mesh, "t", cls.mesh_size(sc.extent), yaw, cls.pivot) for yaw in (0.0, cls.yaw_deg)}
+    co = {yaw: np.array([v.co[:] for v in m.vertices]) for yaw, m in meshes.items()}
+    for m in meshes.values():
+        bpy.data.meshes.remove(m)
+    size = co[0.0].max(0) - co[0.0].min(0)
+    np.testing.assert_allclose(size[[0, 2]], (6.125, 3.0), rtol=0.01)
+    np.testing.assert_allclose((co[0.0].max(0) + co[0.0].min(0)) / 2, (0.2066, 0.0, 0.1396), atol=2e-3)
+    stored = co[cls.yaw_deg]
+    np.testing.assert_allclose(stored.max(0) - stored.min(0), (4.44, 4.44, 3.0), rtol=0.01)
+    tip = stored[np.argmax(np.hypot(stored[:, 0], stored[:, 1]))]  # farthest from the body axis: the spout tip
+    assert math.degrees(math.atan2(tip[1], tip[0])) == pytest.approx(-45.0, abs=1.0)
+    knob = stored[np.argmax(stored[:, 2])]  # the top of the lid knob sits on the body axis, above the pivot
+    np.testing.assert_allclose(knob[:2], 0.0, atol=1e-3)
+
+
 # ---- rendering ----------------------------------------------------------------------------------------------
 def test_output_shape_and_batch(renderer):
     lat = np.stack([latents(), latents(pos_x=0.5)])
@@ -202,10 +288,57 @@ def test_same_seed_same_pixels_any_threads(renderer):
 def test_3dident_scene_renders_teapot(renderer):
     from render.blender import BlenderRenderer
 
-    lat = np.stack([latents(**RED_ON_GREEN)])
-    three = BlenderRenderer(load_scene("3dident"), SETTINGS).render_batch(lat, None, np.array([0]))
+    three_scene, c3d = load_scene("3dident"), load_scene("causal3dident")
+    # same set-up (camera, lights, ground, materials, bindings) and class 0 is 3DIdent's teapot
+    assert replace(c3d, name="3dident", description=three_scene.description, classes=c3d.classes[:1]) == three_scene
+    rng = np.random.default_rng(3)
+    lat = np.concatenate([latents(**RED_ON_GREEN)[None], rng.uniform(-1, 1, (2, len(LATENT_NAMES)))]).astype(np.float32)
+    seeds = np.array([0, 5, 9])
+    three = BlenderRenderer(three_scene, SETTINGS).render_batch(lat, None, seeds)
     # 3dident's only object is class 0 (Teapot) of causal3dident: same scene, same pixels
-    np.testing.assert_array_equal(three, renderer.render_batch(lat, np.array([0]), np.array([0])))
+    np.testing.assert_array_equal(three, renderer.render_batch(lat, np.zeros(3, dtype=np.int64), seeds))
+
+
+def test_renderer_uses_the_hue_mode(renderer):
+    """In 'original' mode every object raw hue in (-2/3, 0) renders the same red as raw 0; 'wrap' tells them apart."""
+    from render.blender import BlenderRenderer
+
+    lat = np.stack([latents(obj_hue=0.0, bg_hue=1.0), latents(obj_hue=-0.4, bg_hue=1.0)])
+    seeds = np.array([4, 4])
+    orig = BlenderRenderer(load_scene("3dident"), replace(SETTINGS, hue_mode="original")).render_batch(lat, None, seeds)
+    np.testing.assert_array_equal(orig[0], orig[1])
+    wrap = renderer.render_batch(lat, np.zeros(2, dtype=np.int64), seeds)
+    assert np.abs(wrap[0].astype(int) - wrap[1].astype(int)).sum(-1).max() > 100
+
+
+def _top_view_body(scene_dict: dict, rot_gamma: float) -> tuple[float, float]:
+    """Teapot seen from straight above with its spout-handle line along a row: the column of the body's centre,
+    and how much farther the silhouette reaches right of it than left (> 0: the spout, the longer side, is right)."""
+    from render.blender import BlenderRenderer
+
+    # camera above the object (below the spotlight), turned so image right is world direction +45 deg
+    d = {**scene_dict, "camera": {**scene_dict["camera"], "location": [0, 0, 9], "look_at": None,
+                                  "rotation_rad": [0.0, 0.0, math.pi / 4]}}
+    img = BlenderRenderer(scene_from_dict(d), SETTINGS).render(latents(**{**RED_ON_GREEN, "pos_z": 0.0, "rot_gamma": rot_gamma}))
+    mask = red_mask(img)
+    widths = mask.sum(0)  # body: the columns where the silhouette is wide (spout and handle are thin)
+    body = np.nonzero(widths > 0.6 * widths.max())[0]
+    centre, cols = (body.min() + body.max()) / 2, np.nonzero(widths)[0]
+    return centre, (cols.max() - centre) - (centre - cols.min())
+
+
+def test_rotation_about_z_turns_the_teapot_about_its_body_axis():
+    """rot_gamma = +-1 is a half turn about z: the spout flips sides while the body (on the pivot) stays put; the
+    same check on a teapot pivoted at its bounding-box centre must fail (the body moves 2 * 0.21 units)."""
+    base = load_scene("3dident").to_dict()
+    body_a, reach_a = _top_view_body(base, 1.0)  # spout at +45 deg: image right
+    body_b, reach_b = _top_view_body(base, -1.0)  # spout at -135 deg: image left
+    assert reach_a >= 1.5 and reach_b <= -1.5, (reach_a, reach_b)  # the spout side flips
+    assert abs(body_a - body_b) < 0.75, (body_a, body_b)
+    boxed = {**base, "classes": [{**base["classes"][0], "pivot": "bbox_centre"}]}
+    body_a, _ = _top_view_body(boxed, 1.0)
+    body_b, _ = _top_view_body(boxed, -1.0)
+    assert abs(body_a - body_b) > 1.5, (body_a, body_b)
 
 
 def test_missing_mesh_file_is_a_clear_error(tmp_path):
