@@ -19,7 +19,7 @@ import zarr
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from pipelines.cli import main as ident3d
+from render import render_store
 from training.data import StoreBatches, make_loader, store_info
 from training.views import Normalize, make_view_maker
 
@@ -58,8 +58,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_load_"))
     store = tmp / "store.zarr"
     # image content does not matter for reading speed: 1 sample per pixel, no denoiser, keeps this quick
-    assert ident3d(["render", "--scene", "causal3dident", "--n", str(args.n), "--resolution", str(args.resolution),
-                    "--samples", "1", "--no-denoise", "--out", str(store), "--no-progress"]) == 0
+    settings = {"resolution": args.resolution, "samples": 1, "denoise": False}
+    assert render_store(store, scene="causal3dident", n=args.n, settings=settings, progress=False).ok
     images = zarr.open_group(str(store), mode="r")["images"]
     png = tmp / "png"
     png.mkdir()

@@ -1,6 +1,6 @@
 """The `original` preset (224 px, 512 samples, denoiser) next to the default `fast` preset, with PSNR.
 
-Renders the same latents (same seed) with both presets through `ident3d render`, and the fast
+Renders the same latents (same seed) with both presets through `render.render_store`, and the fast
 preset at 224 px as well, then writes a side-by-side figure and the PSNRs:
 
     python benchmarks/preset_compare.py --n 4 --out results/preset_compare.png
@@ -18,7 +18,7 @@ import numpy as np
 import zarr
 from PIL import Image
 
-from pipelines.cli import main as ident3d
+from render import render_store
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -38,15 +38,14 @@ def main() -> None:
     ap.add_argument("--out", default="results/preset_compare.png")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_presets_"))
-    runs = {"original": ["--preset", "original"], "fast_224": ["--preset", "fast", "--resolution", "224"],
-            "fast": ["--preset", "fast"]}
+    runs = {"original": ("original", None), "fast_224": ("fast", {"resolution": 224}), "fast": ("fast", None)}
     images, seconds = {}, {}
-    for name, extra in runs.items():
+    for name, (preset, settings) in runs.items():
         store = tmp / f"{name}.zarr"
         t0 = time.perf_counter()
-        rc = ident3d(["render", "--scene", args.scene, "--n", str(args.n), "--seed", str(args.seed), "--out",
-                      str(store), "--workers", "1", "--chunk-size", str(args.n), "--no-progress", *extra])
-        assert rc == 0, name
+        report = render_store(store, scene=args.scene, n=args.n, seed=args.seed, preset=preset, settings=settings,
+                              workers=1, chunk_size=args.n, progress=False)
+        assert report.ok, (name, report.failed)
         seconds[name] = (time.perf_counter() - t0) / args.n
         images[name] = zarr.open_group(str(store), mode="r")["images"][:]
     orig, fast, fast224 = images["original"], images["fast"], images["fast_224"]

@@ -25,8 +25,7 @@ import numpy as np
 import psutil
 
 from causal import load_scm
-from pipelines import render as render_cmd
-from pipelines.cli import build_parser
+from render import render_store
 
 
 def dir_bytes(path: Path) -> int:
@@ -49,16 +48,10 @@ def pipeline(scene: str, res: int, n: int, workers: int, chunk: int, tmp: Path) 
     (a running cluster whose workers have rendered before, as in any long run); the store's size."""
     from dask.distributed import LocalCluster
 
-    from render import driver
-
     def run(out: Path, count: int, scheduler: str | None) -> float:
-        args = build_parser().parse_args(["render", "--scene", scene, "--n", str(count), "--resolution", str(res),
-                                          "--out", str(out), "--workers", str(workers), "--chunk-size",
-                                          str(chunk), "--no-progress", "--overwrite"])
-        job, attrs, layout = render_cmd.plan(args)
         t0 = time.perf_counter()
-        report = driver.run(job, attrs, layout, workers=workers, scheduler=scheduler, overwrite=True,
-                            progress=False)
+        report = render_store(out, scene=scene, n=count, settings={"resolution": res}, chunk_size=chunk,
+                              workers=workers, scheduler=scheduler, overwrite=True, progress=False)
         assert report.ok, report.failed
         return time.perf_counter() - t0
 

@@ -1,11 +1,16 @@
-"""Rendering: scene descriptions (data), render settings, the Blender worker (render.blender) and the Zarr store.
+"""Rendering: scene descriptions (data), render settings, the Blender worker (render.blender), the Zarr store,
+the Dask driver, and the Python API ``render_store`` / ``plan_render`` that ``ident3d render`` wraps.
 
-Importing ``render`` does not import bpy; ``render.blender`` does.
+Importing ``render`` does not import bpy; only the workers' ``render.blender`` does.
 """
 
+from render.api import parse_views, plan_render, render_store
+from render.driver import RenderPlan, RenderReport, cycles_seeds, default_workers
 from render.scene import BUILTIN_SCENES, LATENT_NAMES, Scene, load_scene, pose
 from render.settings import PRESETS, RenderSettings, render_settings
 
 __all__ = [
-    "BUILTIN_SCENES", "LATENT_NAMES", "PRESETS", "RenderSettings", "Scene", "load_scene", "pose", "render_settings",
+    "BUILTIN_SCENES", "LATENT_NAMES", "PRESETS", "RenderPlan", "RenderReport", "RenderSettings", "Scene",
+    "cycles_seeds", "default_workers", "load_scene", "parse_views", "plan_render", "pose", "render_settings",
+    "render_store",
 ]

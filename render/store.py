@@ -21,15 +21,19 @@ from causal.errors import UserError
 
 FORMAT_VERSION = 1
 # attributes that must match for a run to resume (or be skipped) on an existing store
-FINGERPRINT_KEYS = ("format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size", "views")
+FINGERPRINT_KEYS = ("format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size", "views", "view_seeds",
+                    "latents_sha256")
 
 
 @dataclass(frozen=True)
 class ChunkData:
-    """One chunk of rendered rows: images (C, H, W, 3) uint8, latents (C, D), classes (C,) or None."""
+    """One chunk of rendered rows: images (C, H, W, 3) uint8, latents (C, D), classes (C,) or None.
+
+    ``latents=None`` leaves the stored latents and classes as they are (given latents, written by the driver).
+    """
 
     images: np.ndarray
-    latents: np.ndarray
+    latents: np.ndarray | None
     classes: np.ndarray | None
 
 
@@ -134,12 +138,39 @@ def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[st
         if data.images.shape[0] != stop - start:
             raise ValueError(f"chunk {k}: expected {stop - start} rows, got {data.images.shape[0]}")
         group[f"{pre}images"][start:stop] = data.images
+        if data.latents is None:
+            continue
         group[f"{pre}latents"][start:stop] = data.latents
         if data.classes is not None:
             group[f"{pre}classes"][start:stop] = data.classes
     if before_commit is not None:
         before_commit()
     group["done"][k] = True
+
+
+def write_given(group: zarr.Group, latents: np.ndarray, classes: np.ndarray | None, chunks: list[int]) -> None:
+    """Write given latents (and classes) into the anchors' arrays for ``chunks`` (the ones not done yet).
+
+    Done at every start, not only at creation, so a driver killed while creating the store leaves nothing
+    half-written for the workers, which read their rows from here.
+    """
+    n, c = group["latents"].shape[0], group["latents"].chunks[0]
+    for first, last in _runs(sorted(chunks)):
+        start, stop = first * c, min(n, (last + 1) * c)
+        group["latents"][start:stop] = latents[start:stop]
+        if classes is not None:
+            group["classes"][start:stop] = classes[start:stop]
+
+
+def _runs(ks: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs in sorted chunk indices, as (first, last) pairs (one write per run)."""
+    out: list[tuple[int, int]] = []
+    for k in ks:
+        if out and out[-1][1] == k - 1:
+            out[-1] = (out[-1][0], k)
+        else:
+            out.append((k, k))
+    return out
 
 
 def done_mask(group: zarr.Group) -> np.ndarray:

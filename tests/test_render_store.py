@@ -110,12 +110,10 @@ def test_interrupted_run_resumes_without_losing_or_redoing_chunks(reference, tmp
     assert 1 <= done.sum() < 5, f"could not interrupt mid-run (done={done})"
     before = {k: zarr.open_group(str(out), mode="r")["images"][2 * k:2 * k + 2] for k in np.flatnonzero(done)}
 
-    from pipelines import render as render_cmd
-    from pipelines.cli import build_parser
-    from render import driver
+    from render import render_store
 
-    job, attrs, layout = render_cmd.plan(build_parser().parse_args(args))
-    report = driver.run(job, attrs, layout, workers=1, progress=False)
+    report = render_store(out, scene="causal3dident", n=10, settings={"resolution": 32, "samples": 4}, seed=5,
+                          workers=1, chunk_size=2, views="hues:hues", progress=False)
     assert report.ok and sorted(report.skipped) == list(np.flatnonzero(done))
     assert sorted(report.rendered) == list(np.flatnonzero(~done))  # nothing rendered twice
     ref, got = arrays(reference), arrays(out)
@@ -133,8 +131,12 @@ def test_rerunning_a_finished_store_does_nothing(reference, capsys):
 
 
 @pytest.mark.parametrize("extra,expected", [
-    (["--n", "0"], "--n must be a positive"),
-    (["--resolution", "0"], "--resolution must be at least"),
+    (["--n", "0"], "n must be a positive number of images, got 0"),
+    (["--resolution", "0"], "resolution must be at least 8 px"),
+    (["--chunk-size", "0"], "chunk size must be a positive"),
+    (["--hue-mode", "original"], "rendered with different render"),
+    (["--view-seeds", "shared"], "rendered with different view_seeds"),
+    (["--scm", "content_style"], "but SCM content_style samples"),
     (["--scene", "kitchen"], "no scene 'kitchen'"),
     (["--seed", "6"], "rendered with different seed"),
     (["--resolution", "48"], "rendered with different render"),

@@ -1,0 +1,233 @@
+"""The Python render API: ``render_store`` renders latents (sampled or given) into a Zarr store in parallel
+Dask chunks; ``plan_render`` validates the same arguments and builds the job, store attributes and layout
+without rendering. ``ident3d render`` is a thin command-line skin over these two.
+
+    import render
+    report = render.render_store("stores/c3d.zarr", scene="causal3dident", n=1000, views="hues:hues",
+                                 settings={"resolution": 32, "samples": 8})
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causal import SCM, Samples, builtin_names, load_scm
+from causal.errors import UserError
+from render.driver import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, run
+from render.latents_io import GivenLatents, given_latents
+from render.scene import Scene, load_scene, scene_from_dict
+from render.settings import RenderSettings, render_settings
+from render.store import FORMAT_VERSION
+
+VIEW_PRESETS = ("positions", "hues", "rotations", "positions+hues", "rotations+hues", "positions+rotations")
+
+SceneArg = str | Path | Scene | Mapping[str, Any]
+ScmArg = str | Path | SCM | Mapping[str, Any] | None
+LatentsArg = str | Path | np.ndarray | Samples | None
+SettingsArg = RenderSettings | Mapping[str, Any] | None
+ViewsArg = str | Mapping[str, str | Sequence[str]] | None
+MeshesArg = Mapping[str, str | Path] | Sequence[str] | None
+
+
+def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,
+                 latents: LatentsArg = None, classes: np.ndarray | None = None, settings: SettingsArg = None,
+                 preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
+                 meshes: MeshesArg = None, view_seeds: str = "independent", workers: int | None = None,
+                 scheduler: str | None = None, retries: int = 2, overwrite: bool = False,
+                 progress: bool = True) -> RenderReport:
+    """Render a store (or resume it: chunks already done are skipped) and report what was done.
+
+    Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local Dask worker processes
+    (None: one per core from 128 px up, one per two cores below), or an existing cluster's ``scheduler``
+    address; ``retries`` of a failing chunk; ``overwrite`` an existing store made with other settings.
+    Failed chunks are listed in the report (``report.ok`` is False); re-running retries them.
+    """
+    if workers is not None and (not _is_int(workers) or workers <= 0):
+        raise UserError(f"workers must be a positive number of processes, got {workers!r}")
+    if not _is_int(retries) or retries < 0:
+        raise UserError(f"retries must be a non-negative integer, got {retries!r}")
+    plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
+                       preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
+                       view_seeds=view_seeds)
+    return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress)
+
+
+def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,
+                latents: LatentsArg = None, classes: np.ndarray | None = None, settings: SettingsArg = None,
+                preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
+                meshes: MeshesArg = None, view_seeds: str = "independent") -> RenderPlan:
+    """Validate a render and build its job, store attributes and layout; nothing is written.
+
+    ``scene``: a built-in name, a scene YAML path, a ``Scene`` or its dict. ``scm``: name, path, dict or SCM
+    (default: the scene's namesake). Rows: ``n`` sampled from the SCM with ``seed``, or ``latents`` given as a
+    .csv/.npy/.npz path, an (N, D) array (+ ``classes``) or ``causal.Samples`` (``n`` may then be left out).
+    ``settings``: a ``RenderSettings``, or overrides of ``preset`` (``{"resolution": 32, "hue_mode": ...}``).
+    ``views``: exact LT views, ``"hues:hues,pos:positions"`` or ``{name: change set}``. ``meshes``:
+    ``{class: path}`` or ``["CLASS=PATH"]``. ``view_seeds``: 'independent' (each view has its own Cycles
+    noise) or 'shared' (a view reuses its anchor's seeds). Bad input raises a one-line ``UserError``.
+    """
+    if n is not None and (not _is_int(n) or n <= 0):
+        raise UserError(f"n must be a positive number of images, got {n!r}")
+    if not _is_int(chunk_size) or chunk_size <= 0:
+        raise UserError(f"chunk size must be a positive number of images, got {chunk_size!r}")
+    if not _is_int(seed) or seed < 0:
+        raise UserError(f"seed must be a non-negative integer, got {seed!r}")
+    if view_seeds not in VIEW_SEEDS:
+        raise UserError(f"view seeds must be one of {', '.join(VIEW_SEEDS)}, got {view_seeds!r}")
+    the_scene = _scene(scene, meshes)
+    the_scm = _scm(scm, the_scene)
+    check_scene_matches(the_scene, the_scm)
+    the_settings = _settings(settings, preset)
+    the_views = parse_views(views, the_scm)
+    given = _given(latents, classes, n, the_scm)
+    n = len(given) if given is not None else n
+    if n is None:
+        raise UserError("give n (images to sample) or latents (rows to render)")
+    job = RenderJob(out=str(out), scene=the_scene.to_dict(), scm=the_scm.spec, settings=the_settings.to_dict(), n=n,
+                    seed=seed, chunk_size=chunk_size, views=the_views, view_seeds=view_seeds,
+                    given=given is not None)
+    layout = {"n": n, "chunk_size": chunk_size, "height": the_settings.resolution, "width": the_settings.resolution,
+              "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
+              "views": list(the_views)}
+    return RenderPlan(job, store_attrs(job, the_scene, the_scm, given), layout,
+                      None if given is None else given.latents, None if given is None else given.classes)
+
+
+def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | None) -> dict[str, Any]:
+    """The store's self-description (format v1); ``render.store.FINGERPRINT_KEYS`` decide resuming."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "scene": scene.name,
+        "scene_spec": job.scene,
+        "scm": job.scm,
+        "latent_names": scm.names,
+        "latent_groups": {g: [m for m in ms if m in scm.names] for g, ms in scm.groups.items()
+                          if any(m in scm.names for m in ms)},
+        "class_node": scm.class_node,
+        "class_names": scm.class_names,
+        "meshes": {c["name"]: c["mesh"] for c in job.scene["classes"]},
+        "change_sets": scm.change_sets,
+        "render": job.settings,
+        "seed": job.seed,
+        "n": job.n,
+        "chunk_size": job.chunk_size,
+        "views": job.views,
+        "view_seeds": job.view_seeds,
+        "latents_source": "scm" if given is None else given.source,
+        "latents_sha256": None if given is None else given.sha256(),
+        "software": _versions(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:
+    """``"NAME:CHANGESET[,NAME:CHANGESET]"`` (a bare preset like ``"hues"`` names itself) or ``{name: change}``
+    -> {name: changed nodes}."""
+    if not views:
+        return {}
+    items = views.items() if isinstance(views, Mapping) else [
+        (name, change or name) for name, _, change in (item.strip().partition(":") for item in str(views).split(","))]
+    out: dict[str, list[str]] = {}
+    for name, change in items:
+        if not isinstance(name, str) or not name.replace("_", "").replace("+", "").isalnum():
+            raise UserError(f"views: bad view name {name!r}; use NAME:CHANGESET, e.g. hues:hues")
+        if name in out:
+            raise UserError(f"views: view {name!r} given twice")
+        out[name] = scm.resolve(change)
+    return out
+
+
+def parse_meshes(meshes: MeshesArg) -> dict[str, str]:
+    """``{class: path}`` or ``["CLASS=PATH", ...]`` -> {class: absolute path}; the files must exist."""
+    if not meshes:
+        return {}
+    if isinstance(meshes, Mapping):
+        pairs = [(str(c), str(p)) for c, p in meshes.items()]
+    else:
+        pairs = []
+        for item in meshes:
+            cls, sep, path = str(item).partition("=")
+            if not sep or not cls or not path:
+                raise UserError(f"meshes: expected CLASS=PATH, got {item!r}")
+            pairs.append((cls, path))
+    for cls, path in pairs:
+        if not os.path.isfile(path):
+            raise UserError(f"meshes: mesh file for class {cls} not found: {path}")
+    return {cls: os.path.abspath(path) for cls, path in pairs}
+
+
+def check_scene_matches(scene: Scene, scm: SCM) -> None:
+    """The scene binds the SCM's latents in order, and has as many object classes as the SCM."""
+    if tuple(scene.latent_names) != tuple(scm.names):
+        raise UserError(f"scene {scene.name} binds latents {list(scene.latent_names)} but SCM {scm.name} "
+                        f"samples {scm.names}; use a matching SCM or edit the scene's latents")
+    if scm.class_names and len(scm.class_names) != len(scene.class_names):
+        raise UserError(f"SCM {scm.name} has {len(scm.class_names)} classes but scene {scene.name} has "
+                        f"{len(scene.class_names)}; use a matching SCM or scene")
+
+
+def _scene(scene: SceneArg, meshes: MeshesArg) -> Scene:
+    if isinstance(scene, Scene):
+        out = scene
+    elif isinstance(scene, Mapping):
+        out = scene_from_dict(scene)
+    else:
+        out = load_scene(scene)
+    found = parse_meshes(meshes)
+    return out.with_meshes(found) if found else out
+
+
+def _scm(scm: ScmArg, scene: Scene) -> SCM:
+    if isinstance(scm, SCM):
+        return scm
+    if scm is None:
+        if scene.name not in builtin_names():
+            raise UserError(f"scene {scene.name} has no built-in SCM of the same name; give the SCM (name or path)")
+        scm = scene.name
+    return load_scm(scm)
+
+
+def _settings(settings: SettingsArg, preset: str) -> RenderSettings:
+    if isinstance(settings, RenderSettings):
+        return settings
+    overrides = dict(settings or {})
+    res, samples = overrides.get("resolution"), overrides.get("samples")
+    if res is not None and (not _is_int(res) or res < 8):
+        raise UserError(f"resolution must be at least 8 px, got {res!r}")
+    if samples is not None and (not _is_int(samples) or samples < 1):
+        raise UserError(f"samples must be at least 1, got {samples!r}")
+    return render_settings(preset, **overrides)
+
+
+def _given(latents: LatentsArg, classes: np.ndarray | None, n: int | None, scm: SCM) -> GivenLatents | None:
+    if latents is None:
+        if classes is not None:
+            raise UserError("classes= goes with latents=; to sample rows give n only")
+        return None
+    given = given_latents(latents, classes, scm)
+    if n is not None and n != len(given):
+        raise UserError(f"n={n} but the latents ({given.source}) have {len(given)} rows; leave n out to render "
+                        "them all")
+    return given
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("ident3d", "bpy", "zarr", "numpy", "dask"):
+        try:
+            out["blender" if pkg == "bpy" else pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
