@@ -12,13 +12,13 @@ from pipelines.cli import main
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+    from render import render_store
+
     d = tmp_path_factory.mktemp("eval")
-    common = ["--resolution", "32", "--samples", "4", "--chunk-size", "48", "--workers", "2", "--no-progress"]
-    assert main(["render", "--scene", "causal3dident", "--n", "96", "--out", str(d / "train.zarr"),
-                 "--views", "hues:hues", *common]) == 0
-    assert main(["render", "--scene", "causal3dident", "--n", "96", "--seed", "9", "--out", str(d / "test.zarr"),
-                 *common]) == 0
-    assert main(["render", "--scene", "3dident", "--n", "48", "--out", str(d / "other.zarr"), *common]) == 0
+    common = {"settings": {"resolution": 32, "samples": 4}, "chunk_size": 48, "workers": 2, "progress": False}
+    assert render_store(d / "train.zarr", scene="causal3dident", n=96, views="hues:hues", **common).ok
+    assert render_store(d / "test.zarr", scene="causal3dident", n=96, seed=9, **common).ok
+    assert render_store(d / "other.zarr", scene="3dident", n=48, **common).ok
     assert main(["train", "--data", str(d / "train.zarr"), "--out", str(d / "run"), "--encoder", "cnn",
                  "--objective", "infonce", "--views", "lt_exact:hues", "--steps", "40", "--batch-size", "32",
                  "--lr", "1e-3", "--no-progress"]) == 0

@@ -18,10 +18,11 @@ HUES = ["obj_hue", "spot_hue", "bg_hue"]
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
+    from render import render_store
+
     out = tmp_path_factory.mktemp("train") / "c3d32.zarr"
-    rc = main(["render", "--scene", "causal3dident", "--n", "96", "--resolution", "32", "--samples", "4",
-               "--out", str(out), "--views", "hues:hues", "--chunk-size", "32", "--workers", "2", "--no-progress"])
-    assert rc == 0
+    assert render_store(out, scene="causal3dident", n=96, settings={"resolution": 32, "samples": 4},
+                        views="hues:hues", chunk_size=32, workers=2, progress=False).ok
     return out
 
 
