@@ -28,15 +28,11 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from imaging import image_grid, psnr  # noqa: E402  (benchmarks/imaging.py, beside this script)
+
 from causal.errors import UserError  # noqa: E402
 from render.scene import LATENT_NAMES, load_scene, pose  # noqa: E402
 from render.settings import RenderSettings  # noqa: E402
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    """PSNR in dB of two uint8 images (peak 255)."""
-    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return float(10 * np.log10(255.0**2 / mse)) if mse > 0 else float("inf")
 
 
 def object_mask(img: np.ndarray, background: np.ndarray, threshold: float) -> np.ndarray:
@@ -89,30 +85,11 @@ def render_all(latents: np.ndarray, res: int, samples: int, seed: int) -> dict[s
 
 
 def side_by_side(path: Path, ref: np.ndarray, ours: np.ndarray, rows: list[dict]) -> None:
-    """Reference row over ours, captioned with each image's PSNR and IoU; a third row shows 4 x |difference|."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(ref)
+    """Reference row over ours, with 4x the absolute difference below; PSNR and IoU under each of ours."""
     diff = np.clip(np.abs(ref.astype(np.int32) - ours.astype(np.int32)) * 4, 0, 255).astype(np.uint8)
-    fig, axes = plt.subplots(3, n, figsize=(1.6 * n, 5.4), squeeze=False)
-    for r, (title, imgs) in enumerate((("original", ref), ("ours", ours), ("4 x |diff|", diff))):
-        for i, im in enumerate(imgs):
-            ax = axes[r, i]
-            ax.imshow(im)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if i == 0:
-                ax.set_ylabel(title, fontsize=8)
-            if r == 1:
-                ax.set_xlabel(f"{rows[i]['psnr_db']:.1f} dB, IoU {rows[i]['iou']:.3f}", fontsize=7)
-    fig.suptitle("3DIdent: original generator (top) vs ours (same raw latents, Cycles seed 0)", fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    captions = {1: [f"{r['psnr_db']:.1f} dB, IoU {r['iou']:.3f}" for r in rows]}
+    image_grid(path, [("original", ref), ("ours", ours), ("4 x |diff|", diff)], captions,
+               "3DIdent: original generator (top) vs ours (same raw latents, Cycles seed 0)")
 
 
 def score(ref: np.ndarray, ours: np.ndarray, bg: np.ndarray, threshold: float) -> list[dict]:

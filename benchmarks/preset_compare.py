@@ -3,30 +3,28 @@
 Renders the same latents (same seed) with both presets through `render.render_store`, and the fast
 preset at 224 px as well, then writes a side-by-side figure and the PSNRs:
 
-    python benchmarks/preset_compare.py --n 4 --out results/preset_compare.png
+    python benchmarks/preset_compare.py --n 4 --out docs/preset_compare.png --json results/preset_compare.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import zarr
+from imaging import image_grid, psnr  # benchmarks/imaging.py, beside this script
 from PIL import Image
 
 from render import render_store
 
 
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return float(10 * np.log10(255.0**2 / mse)) if mse > 0 else float("inf")
-
-
 def downsample(images: np.ndarray, size: int) -> np.ndarray:
+    """Box-filter images (N, H, W, 3) down to size x size (how a 224 px render compares with a 64 px one)."""
     return np.stack([np.asarray(Image.fromarray(im).resize((size, size), Image.BOX)) for im in images])
 
 
@@ -35,7 +33,8 @@ def main() -> None:
     ap.add_argument("--scene", default="causal3dident")
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="results/preset_compare.png")
+    ap.add_argument("--out", default="docs/preset_compare.png", help="the figure")
+    ap.add_argument("--json", default="results/preset_compare.json", help="the figures as JSON")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_presets_"))
     runs = {"original": ("original", None), "fast_224": ("fast", {"resolution": 224}), "fast": ("fast", None)}
@@ -55,34 +54,17 @@ def main() -> None:
         "psnr_fast64_vs_original_downsampled_64px": np.mean(
             [psnr(a, b) for a, b in zip(fast, downsample(orig, fast.shape[1]), strict=True)]),
     }
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(3, args.n, figsize=(2.4 * args.n, 7.6), squeeze=False)
+    res["command"] = "python benchmarks/preset_compare.py " + " ".join(sys.argv[1:])
+    captions = {1: [f"PSNR {psnr(im, orig[i]):.1f} dB vs original" for i, im in enumerate(fast224)],
+                2: [f"PSNR {psnr(im, small):.1f} dB vs original at {fast.shape[1]} px"
+                    for im, small in zip(fast, downsample(orig, fast.shape[1]), strict=True)]}
     rows = [("original: 224 px, 512 spp", orig), ("fast preset at 224 px (16 spp)", fast224),
             ("fast preset (default): 64 px", fast)]
-    for r, (title, imgs) in enumerate(rows):
-        for i, im in enumerate(imgs):
-            ax = axes[r, i]
-            ax.imshow(im)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if i == 0:
-                ax.set_ylabel(title, fontsize=8)
-            if r == 1:
-                ax.set_xlabel(f"PSNR {psnr(im, orig[i]):.1f} dB vs original", fontsize=8)
-            if r == 2:
-                ax.set_xlabel(f"PSNR {psnr(im, downsample(orig[i:i + 1], im.shape[0])[0]):.1f} dB vs original at 64 px",
-                             fontsize=8)
-    fig.suptitle(f"{args.scene}: original vs fast preset (same latents and seeds)", fontsize=10)
-    fig.tight_layout()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=110)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(res, indent=2) + "\n")
+    image_grid(args.out, rows, captions, f"{args.scene}: original vs fast preset (same latents and seeds)", cell=2.4)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
     print(json.dumps(res, indent=2))
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and {args.json}")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ def render_store(spec: dict[str, Any], scene: str, out: Path, workers: int | Non
 
     report = render(out, scene=scene, n=spec["n"], seed=spec.get("seed", 0), preset=spec.get("preset", "fast"),
                     settings={"resolution": spec["resolution"], "samples": spec["samples"]},
-                    views=spec.get("views") or None, workers=workers, scheduler=scheduler, progress=False)
+                    views=spec.get("views") or None, view_seeds=spec.get("view_seeds", "independent"),
+                    workers=workers, scheduler=scheduler, progress=False)
     if not report.ok:
         raise UserError(f"rendering {out} failed for chunks {sorted(report.failed)}; re-run to retry them")
 

@@ -2,12 +2,11 @@
 the module: plan validation, --latents round trips (CSV, npy, npz), resume and refusal, bad files, and
 view render noise that is independent of the anchor's by default."""
 
-import hashlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
+from helpers import tree_digest
 
 from causal import UserError, load_scm
 from pipelines.cli import main
@@ -24,14 +23,6 @@ def cluster():
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=40,
                       env={"OMP_NUM_THREADS": "2"}) as c:
         yield c.scheduler_address
-
-
-def tree_digest(path):
-    h = hashlib.sha256()
-    for p in sorted(Path(path).rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(path)).encode() + p.read_bytes())
-    return h.hexdigest()
 
 
 def cli(out, *extra, scheduler=None):

@@ -1,7 +1,6 @@
 """The render pipeline end to end with real bpy, real Zarr and a real Dask LocalCluster:
 split-invariance, resume after a killed worker or driver, self-describing stores, bad inputs."""
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from helpers import tree_digest
 
 from causal import load_scm
 from pipelines.cli import main
@@ -32,14 +32,6 @@ def arrays(path):
         for k in ("images", "latents", "classes"):
             out[f"views/{v}/{k}"] = g[f"views/{v}/{k}"][:]
     return out
-
-
-def tree_digest(path):
-    h = hashlib.sha256()
-    for p in sorted(Path(path).rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(path)).encode() + p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
