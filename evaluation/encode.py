@@ -11,7 +11,7 @@ import torch
 import zarr
 
 from causal.errors import UserError
-from render.store import chunk_bounds
+from render.store import chunk_bounds, read_rows
 
 
 def load_run(run_dir: str | Path) -> tuple[Any, torch.nn.Module]:
@@ -29,7 +29,10 @@ def load_run(run_dir: str | Path) -> tuple[Any, torch.nn.Module]:
 
 def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, device: str = "cpu",
                  batch_size: int = 256) -> dict[str, np.ndarray]:
-    """{"inner": (N, H), "output": (N, D), "latents": (N, L), "classes": (N,) or absent} for ``rows``."""
+    """{"inner": (N, H), "output": (N, D), "latents": (N, L), "classes": (N,) or absent} for ``rows``.
+
+    A damaged chunk is a one-line :class:`render.store.CorruptChunkError` naming it, not a codec traceback.
+    """
     from training.components import build_encoder_for
     from training.objectives import OBJECTIVES
     from training.views import Normalize, to_float
@@ -47,7 +50,7 @@ def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, d
         for k in chunks:
             lo, hi = chunk_bounds(int(k), info.chunk_size, info.n)
             sel = rows[(rows >= lo) & (rows < hi)]
-            images = g["images"][lo:hi][sel - lo]
+            images = read_rows(g["images"], slice(lo, hi), info.path)[sel - lo]
             keep.append(sel)
             for i in range(0, len(images), batch_size):
                 x = norm(to_float(torch.from_numpy(images[i:i + batch_size]).to(device)))
@@ -56,7 +59,7 @@ def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, d
                 output.append(objective.representation(x).float().cpu().numpy())
     order = np.concatenate(keep)
     out = {"inner": np.concatenate(inner), "output": np.concatenate(output), "rows": order,
-           "latents": g["latents"][:][order]}
+           "latents": read_rows(g["latents"], slice(None), info.path)[order]}
     if info.class_names:
-        out["classes"] = g["classes"][:][order]
+        out["classes"] = read_rows(g["classes"], slice(None), info.path)[order]
     return out

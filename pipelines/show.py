@@ -19,7 +19,7 @@ def summary(group: Any, path: str) -> Table:
     from render.store import done_mask, view_names
 
     a = dict(group.attrs)
-    done = done_mask(group)
+    done = done_mask(group, path)
     n, h, w, _ = group["images"].shape
     t = Table(title=escape(f"store {path}"), title_justify="left", show_header=False)
     rows = [
@@ -50,18 +50,23 @@ def _caption(latents: np.ndarray, names: list[str], groups: dict[str, list[str]]
     return "\n".join(lines)
 
 
-def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int | None = None) -> Path:
-    """Save a grid of (done) images; each cell shows the anchor and its views side by side."""
+def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int | None = None,
+              path: str | None = None) -> Path:
+    """Save a grid of (done) images; each cell shows the anchor and its views side by side.
+
+    A damaged chunk among the shown rows is a one-line error naming it (``path``: the store's name in it).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from render.store import chunk_bounds, done_mask, view_names
+    from render.store import chunk_bounds, done_mask, read_rows, store_name, view_names
 
     a = dict(group.attrs)
+    path = path or store_name(group)
     n, c = group["images"].shape[0], group["images"].chunks[0]
-    rows_done = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group))]
+    rows_done = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
                                or [np.zeros(0, int)])
     if rows_done.size == 0:
         from causal.errors import UserError
@@ -82,9 +87,9 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     for i, row in enumerate(pick):
         for j, pre in enumerate(prefixes):
             ax = axes[i // per_row, (i % per_row) * len(prefixes) + j]
-            ax.imshow(group[f"{pre}images"][row])
-            lat = group[f"{pre}latents"][row]
-            cls = class_names[int(group[f"{pre}classes"][row])] if class_names else None
+            ax.imshow(read_rows(group[f"{pre}images"], int(row), path))
+            lat = read_rows(group[f"{pre}latents"], int(row), path)
+            cls = class_names[int(read_rows(group[f"{pre}classes"], int(row), path))] if class_names else None
             title = f"#{row}" if not pre else views[j - 1]
             ax.set_title(title, fontsize=7)
             ax.text(0.0, -0.02, _caption(lat, names, groups, cls), transform=ax.transAxes, fontsize=5.5,
@@ -123,6 +128,6 @@ def run(args: argparse.Namespace) -> int:
     group = open_store(args.store)
     Console(width=140).print(summary(group, args.store))
     if out:
-        save_grid(group, out, args.count, args.cols, args.seed)
+        save_grid(group, out, args.count, args.cols, args.seed, path=args.store)
         print(f"wrote {out}")
     return 0

@@ -23,6 +23,9 @@ FORMAT_VERSION = 1
 # attributes that must match for a run to resume (or be skipped) on an existing store
 FINGERPRINT_KEYS = ("format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size", "views", "view_seeds",
                     "latents_sha256")
+# Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
+DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),
+              "done": ("chunk",)}
 
 
 @dataclass(frozen=True)
@@ -118,12 +121,22 @@ def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> z
     prefixes = [""] + [f"views/{v}/" for v in layout.get("views", [])]
     for pre in prefixes:
         group.create_array(f"{pre}images", shape=(n, h, w, 3), chunks=(c, h, w, 3), dtype="uint8",
-                           compressors=zarr.codecs.ZstdCodec(level=9))
-        group.create_array(f"{pre}latents", shape=(n, d), chunks=(c, d), dtype="float32")
+                           compressors=_zstd(9), dimension_names=DIMENSIONS["images"])
+        group.create_array(f"{pre}latents", shape=(n, d), chunks=(c, d), dtype="float32",
+                           compressors=_zstd(0), dimension_names=DIMENSIONS["latents"])
         if layout["has_classes"]:
-            group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64")
-    group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False)
+            group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64",
+                               compressors=_zstd(0), dimension_names=DIMENSIONS["classes"])
+    group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
+                       compressors=_zstd(0), dimension_names=DIMENSIONS["done"])
     return group
+
+
+def _zstd(level: int) -> zarr.codecs.ZstdCodec:
+    """Zstd with a content checksum: without it a damaged chunk can decode silently into wrong values
+    (zstd's raw literals), with it every damaged byte is a decode error that readers and `check` report.
+    Level 0 is Zarr's default, kept for latents, classes and flags; images use 9."""
+    return zarr.codecs.ZstdCodec(level=level, checksum=True)
 
 
 def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[str, ChunkData],
@@ -173,9 +186,68 @@ def _runs(ks: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def done_mask(group: zarr.Group) -> np.ndarray:
-    """Which chunks are complete."""
-    return np.asarray(group["done"][:], dtype=bool)
+def done_mask(group: zarr.Group, path: str | None = None) -> np.ndarray:
+    """Which chunks are complete (a damaged flag is a :class:`CorruptChunkError` naming its chunk)."""
+    return np.asarray(read_rows(group["done"], slice(None), path or store_name(group)), dtype=bool)
+
+
+# ----- reading with errors that name the chunk ---------------------------------------------------------
+class CorruptChunkError(UserError):
+    """A chunk that does not decode, as one line naming the store, the chunk and the array.
+
+    A DataLoader worker's exception is re-raised in the main process as ``type(exc)(text with the worker's
+    traceback)``; the constructor keeps only that traceback's last line, so the error stays one line.
+    """
+
+    def __init__(self, message: str):
+        if "\n" in message:
+            last = message.rstrip().splitlines()[-1]
+            message = last.split(f"{type(self).__name__}: ", 1)[-1]
+        super().__init__(message)
+
+
+def decode_error(exc: BaseException) -> str:
+    """A decoder's error in a few words (type and first line, at most 100 characters)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:100].rstrip(": ")
+
+
+def corrupt_chunk(path: str, array: str, k: int, why: str) -> CorruptChunkError:
+    """The one-line error for chunk k of ``array``, with the way out (``check --repair``, re-render)."""
+    return CorruptChunkError(f"{path}: chunk {k} of {array} is corrupt ({why}); run `ident3d check {path} --repair`, "
+                             "then re-run the render command")
+
+
+def read_rows(array: zarr.Array, sel: int | slice, path: str) -> np.ndarray:
+    """``array[sel]`` (rows along the first axis); a chunk that cannot be decoded becomes a one-line
+    :class:`CorruptChunkError` naming the chunk, instead of a codec traceback.
+
+    The read is tried whole first (the normal path costs nothing extra); only on failure are its chunks
+    re-read one by one to find the first bad one. Memory errors and interrupts pass through.
+    """
+    try:
+        return array[sel]
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any codec/store error is located and reported in one line
+        first = exc
+    n, c = array.shape[0], array.chunks[0]
+    lo, hi = (sel, sel + 1) if isinstance(sel, int | np.integer) else sel.indices(n)[:2]
+    for k in range(max(0, lo) // c, n_chunks(min(hi, n), c)):
+        try:
+            array[slice(*chunk_bounds(k, c, n))]
+        except MemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise corrupt_chunk(path, array.path, k, decode_error(exc)) from None
+    raise CorruptChunkError(f"{path}: reading {array.path} failed ({decode_error(first)}); "
+                            f"run `ident3d check {path}` to find damaged chunks") from None
+
+
+def store_name(group: zarr.Group) -> str:
+    """A readable name of a group's store for messages (its local path or URL)."""
+    root = getattr(group.store, "root", None)
+    return str(root) if root is not None else str(group.store)
 
 
 def view_names(group: zarr.Group) -> list[str]:

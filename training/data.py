@@ -25,7 +25,7 @@ import zarr
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from causal.errors import UserError
-from render.store import chunk_bounds, done_mask, open_store
+from render.store import chunk_bounds, done_mask, open_store, read_rows
 
 IN_MEMORY_BYTES = 2 * 2**30  # stores up to this size (images) are read once and kept in memory
 
@@ -66,7 +66,7 @@ def store_info(path: str, allow_partial: bool = False, split: str | None = None)
     """Open a store and list its usable rows; an unfinished store is refused unless ``allow_partial``."""
     group = open_store(path)
     a = dict(group.attrs)
-    done = done_mask(group)
+    done = done_mask(group, path)
     n, c = group["images"].shape[0], group["images"].chunks[0]
     if not done.all() and not allow_partial:
         raise UserError(f"{path} is incomplete ({int(done.sum())}/{len(done)} chunks done); finish it by re-running "
@@ -81,11 +81,15 @@ def store_info(path: str, allow_partial: bool = False, split: str | None = None)
 
 
 def image_stats(info: StoreInfo, max_images: int = 2048) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std of the store's images (a deterministic subset of whole chunks)."""
+    """Per-channel mean and std of the store's images (a deterministic subset of whole chunks).
+
+    A damaged chunk is a one-line :class:`render.store.CorruptChunkError` naming it.
+    """
     images = zarr.open_group(info.path, mode="r")["images"]
     chunks = np.unique(info.rows // info.chunk_size)
     take = chunks[np.linspace(0, len(chunks) - 1, min(len(chunks), max(1, max_images // info.chunk_size))).astype(int)]
-    x = np.concatenate([images[slice(*chunk_bounds(k, info.chunk_size, info.n))] for k in np.unique(take)])
+    x = np.concatenate([read_rows(images, slice(*chunk_bounds(k, info.chunk_size, info.n)), info.path)
+                        for k in np.unique(take)])
     x = x.reshape(-1, 3).astype(np.float64) / 255.0
     return tuple(x.mean(0).round(6).tolist()), tuple(np.maximum(x.std(0), 1e-3).round(6).tolist())
 
@@ -126,12 +130,13 @@ class StoreBatches(IterableDataset):
         return zarr.open_group(self.info.path, mode="r")
 
     def _chunk(self, k: int) -> dict[str, np.ndarray]:
-        """All arrays of chunk k (a small LRU cache avoids decompressing hot chunks twice)."""
+        """All arrays of chunk k (a small LRU cache avoids decompressing hot chunks twice); a damaged chunk is
+        a one-line :class:`render.store.CorruptChunkError` naming it, also from DataLoader workers."""
         if k in self._cache:
             self._cache.move_to_end(k)
             return self._cache[k]
         g, sl = self._group(), slice(*chunk_bounds(k, self.info.chunk_size, self.info.n))
-        data = {key: g[key][sl] for key in self.keys}
+        data = {key: read_rows(g[key], sl, self.info.path) for key in self.keys}
         self._cache[k] = data
         if len(self._cache) > self._window_width():  # the current window's chunks, nothing more
             self._cache.popitem(last=False)
@@ -142,7 +147,7 @@ class StoreBatches(IterableDataset):
         if self.in_memory:
             if self._memory is None:
                 g = self._group()
-                self._memory = {key: g[key][:] for key in self.keys}
+                self._memory = {key: read_rows(g[key], slice(None), self.info.path) for key in self.keys}
             return {key: arr[rows] for key, arr in self._memory.items()}
         chunk_of = rows // self.info.chunk_size
         out: dict[str, np.ndarray] = {}

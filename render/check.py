@@ -1,0 +1,200 @@
+"""Store integrity: decode every chunk of every array of the chunks marked done, report the bad ones,
+and repair a store by clearing exactly their ``done`` flags (and deleting their damaged chunk files),
+so that re-running the same render command renders exactly those chunks again.
+
+A chunk is bad when one of its arrays does not decode (a truncated or garbled file; stores made since
+the zstd checksum was switched on detect any changed byte), when its images file is missing (an
+unwritten chunk reads as zeros), when its latents are not finite or its classes out of range, or when
+its ``done`` flag itself does not decode.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import zarr
+from zarr.core.sync import sync
+
+from causal.errors import UserError
+from render.store import chunk_bounds, decode_error, n_chunks, open_store, view_names
+
+ROW_ARRAYS = ("images", "latents", "classes")  # per prefix ("" and views/NAME/), in this order
+
+
+@dataclass(frozen=True)
+class BadChunk:
+    """One damaged array of one chunk: chunk index, array path (e.g. ``views/hues/images``), what is wrong."""
+
+    chunk: int
+    array: str
+    error: str
+
+
+@dataclass
+class CheckReport:
+    """What :func:`check_store` found: chunks done and not done, and every damaged (chunk, array)."""
+
+    path: str
+    n: int
+    chunk_size: int
+    arrays: list[str]
+    done: list[int] = field(default_factory=list)
+    not_done: list[int] = field(default_factory=list)
+    bad: list[BadChunk] = field(default_factory=list)
+
+    @property
+    def bad_chunks(self) -> list[int]:
+        """Indices of the chunks with at least one damaged array, sorted."""
+        return sorted({b.chunk for b in self.bad})
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
+def store_arrays(group: zarr.Group) -> list[str]:
+    """Paths of the row arrays the store holds (anchors first, then each view), ``done`` excluded.
+
+    ``images`` and ``latents`` must exist for the anchors and every view named in the attributes; a store
+    without them is not something a re-render can fix, so it is a :class:`UserError`.
+    """
+    out = []
+    for pre in [""] + [f"views/{v}/" for v in view_names(group)]:
+        for name in ROW_ARRAYS:
+            try:
+                node = group[f"{pre}{name}"]
+            except KeyError:
+                if name == "classes":
+                    continue
+                raise UserError(f"the store has no {pre}{name} array; it cannot be checked or repaired, "
+                                "render it again with --overwrite") from None
+            except Exception as exc:  # noqa: BLE001 - unreadable array metadata
+                raise UserError(f"the metadata of {pre}{name} is unreadable ({decode_error(exc)}); "
+                                "render the store again with --overwrite") from None
+            if isinstance(node, zarr.Array):
+                out.append(f"{pre}{name}")
+    return out
+
+
+def _chunk_keys(array: zarr.Array, k: int) -> list[str]:
+    """Store keys of every Zarr chunk in row band k of ``array`` (one per chunk of the other axes)."""
+    encode = array.metadata.chunk_key_encoding.encode_chunk_key
+    others = [range(s) for s in array.cdata_shape[1:]]
+    return [f"{array.path}/{encode((k, *rest))}" for rest in itertools.product(*others)]
+
+
+def _sanity(name: str, values: np.ndarray, n_classes: int | None) -> str | None:
+    """Values no renderer writes (a silent corruption of a store made before checksums): or None."""
+    if name == "latents" and not np.isfinite(values).all():
+        return "non-finite latents"
+    if name == "classes" and n_classes and ((values < 0) | (values >= n_classes)).any():
+        return f"class index outside 0..{n_classes - 1}"
+    return None
+
+
+def chunk_error(array: zarr.Array, k: int, n_classes: int | None = None) -> str | None:
+    """Why row band k of ``array`` is damaged, in a few words, or None when it decodes and looks sane."""
+    try:
+        values = array[slice(*chunk_bounds(k, array.chunks[0], array.shape[0]))]
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every decoder/store error is a finding
+        return decode_error(exc)
+    name = array.path.rsplit("/", 1)[-1]
+    if name == "images" and not all(sync(array.store.exists(key)) for key in _chunk_keys(array, k)):
+        return "chunk file missing (reads as zeros)"
+    return _sanity(name, values, n_classes)
+
+
+def _done_flags(group: zarr.Group, report: CheckReport) -> None:
+    """Read the ``done`` flags one chunk at a time; a flag that does not decode makes its chunk bad."""
+    done = group["done"]
+    for k in range(done.shape[0]):
+        try:
+            flag = bool(done[k])
+        except MemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            report.bad.append(BadChunk(k, "done", decode_error(exc)))
+            continue
+        (report.done if flag else report.not_done).append(k)
+
+
+def check_store(path: str, progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> CheckReport:
+    """Decode every array of every done chunk of the store at ``path`` and report what is damaged.
+
+    Reads one chunk of one array at a time (memory stays at one chunk). ``progress`` wraps the iteration
+    over done chunks (e.g. ``tqdm``). Raises :class:`UserError` when ``path`` is not a readable store.
+    """
+    group = open_store(path)
+    try:
+        n, c = int(group["images"].shape[0]), int(group["images"].chunks[0])
+        group["done"]
+    except Exception as exc:  # noqa: BLE001
+        raise UserError(f"{path} lacks a readable images or done array ({decode_error(exc)}); "
+                        "render it again with --overwrite") from None
+    arrays = store_arrays(group)
+    report = CheckReport(str(path), n, c, arrays)
+    _done_flags(group, report)
+    if group["done"].shape[0] != n_chunks(n, c):
+        raise UserError(f"{path}: done has {group['done'].shape[0]} flags for {n_chunks(n, c)} chunks; "
+                        "render it again with --overwrite")
+    n_classes = len(group.attrs.get("class_names") or []) or None
+    opened = {name: group[name] for name in arrays}
+    for k in (progress or (lambda it: it))(report.done):
+        for name, array in opened.items():
+            why = chunk_error(array, k, n_classes)
+            if why:
+                report.bad.append(BadChunk(k, name, why))
+    report.bad.sort(key=lambda b: (b.chunk, b.array))
+    return report
+
+
+def repair_store(path: str, report: CheckReport) -> list[int]:
+    """Clear the ``done`` flags of exactly the report's bad chunks, then delete their damaged chunk files.
+
+    The flag goes first: if this is interrupted, the chunk is already marked to be rendered again, and a
+    render writes whole chunks, so leftover files are simply replaced. Returns the repaired chunks.
+    """
+    group = open_store(path, mode="r+")
+    done = group["done"]
+    for k in report.bad_chunks:
+        done[k] = False  # a whole one-flag chunk: written without decoding the damaged one
+    for bad in report.bad:
+        if bad.array == "done":
+            continue
+        array = group[bad.array]
+        for key in _chunk_keys(array, bad.chunk):
+            sync(array.store.delete(key))
+    return report.bad_chunks
+
+
+def ranges(ks: Iterable[int]) -> str:
+    """Chunk indices as compact ranges: ``0-3, 7, 9-10`` (``-`` for none)."""
+    parts: list[list[int]] = []
+    for k in sorted(ks):
+        if parts and parts[-1][1] == k - 1:
+            parts[-1][1] = k
+        else:
+            parts.append([k, k])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts) or "-"
+
+
+def describe(report: CheckReport, repairing: bool = False) -> list[str]:
+    """The report as printable lines: the store, one line per damaged (chunk, array), the verdict (with the
+    way out, unless ``repairing``)."""
+    n_ch = n_chunks(report.n, report.chunk_size)
+    lines = [f"store {report.path}: {report.n} rows in {n_ch} chunks of {report.chunk_size}; arrays "
+             f"{', '.join(report.arrays)}; {len(report.done)} chunks done, not done: {ranges(report.not_done)}"]
+    lines += [f"chunk {b.chunk}: {b.array}: {b.error}" for b in report.bad]
+    if report.ok:
+        lines.append(f"ok: every array of the {len(report.done)} done chunks decodes")
+    else:
+        hint = "" if repairing else (f"; run `ident3d check {report.path} --repair`, then re-run the render "
+                                     "command")
+        lines.append(f"{len(report.bad_chunks)} bad chunks ({ranges(report.bad_chunks)}){hint}")
+    return lines
+
