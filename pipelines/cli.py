@@ -41,8 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"ident3d {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"ident3d {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a command may say what was done and how to resume
+        print(f"ident3d {args.command}: {str(exc) or 'interrupted'}", file=sys.stderr)
         return 130
 
 

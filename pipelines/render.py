@@ -6,7 +6,7 @@ import argparse
 
 from causal.errors import UserError
 from render.api import VIEW_PRESETS, render_store
-from render.driver import VIEW_SEEDS, RenderReport
+from render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderReport
 from render.settings import HUE_MODES
 
 
@@ -56,7 +56,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "the two images of a pair then share per-pixel sampling noise)")
     p.add_argument("--meshes", nargs="+", metavar="CLASS=PATH",
                    help="your own meshes per class (OBJ/PLY/STL/glTF/.blend)")
-    p.add_argument("--scheduler", metavar="ADDR", help="join an existing Dask cluster (tcp://HOST:PORT)")
+    p.add_argument("--scheduler", metavar="ADDR", help="join an existing Dask cluster (tcp://HOST:PORT); a local "
+                                                       "--out is made absolute, so it must be a path all workers share")
+    p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up on an unreachable --scheduler after this long (default {CONNECT_TIMEOUT_S:g})")
     p.add_argument("--retries", type=int, default=2, help="retries of a failed chunk (default 2)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                           settings=settings, preset=args.preset, seed=args.seed, chunk_size=args.chunk_size,
                           views=args.views, meshes=args.meshes, view_seeds=args.view_seeds, workers=args.workers,
                           scheduler=args.scheduler, retries=args.retries, overwrite=args.overwrite,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, connect_timeout=args.connect_timeout)
     return summarize(report)
 
 
@@ -85,6 +88,9 @@ def summarize(report: RenderReport) -> int:
     rate = report.images / report.seconds if report.seconds else 0.0
     print(f"rendered {len(report.rendered)} chunks ({report.images} images) in {report.seconds:.1f} s "
           f"({rate:.1f} img/s); {len(report.skipped)} chunks were already done -> {report.out}")
+    if report.workers_lost:
+        print(f"{report.workers_lost} worker process(es) died during the run (crash or out of memory) and were "
+              "replaced; their chunks were retried")
     if report.failed:
         for k, err in sorted(report.failed.items()):
             print(f"chunk {k} failed: {err}")

@@ -21,11 +21,12 @@ import numpy as np
 
 from causal import SCM, Samples, builtin_names, load_scm
 from causal.errors import UserError
-from render.driver import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, run
+from render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
 from render.latents_io import GivenLatents, given_latents
+from render.meshes import sniff_mesh
 from render.scene import Scene, load_scene, scene_from_dict
 from render.settings import RenderSettings, render_settings
-from render.store import FORMAT_VERSION
+from render.store import FORMAT_VERSION, is_url
 
 VIEW_PRESETS = ("positions", "hues", "rotations", "positions+hues", "rotations+hues", "positions+rotations")
 
@@ -42,22 +43,27 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                  preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
                  meshes: MeshesArg = None, view_seeds: str = "independent", workers: int | None = None,
                  scheduler: str | None = None, retries: int = 2, overwrite: bool = False,
-                 progress: bool = True) -> RenderReport:
+                 progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S) -> RenderReport:
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
     Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local Dask worker processes
     (None: one per core from 128 px up, one per two cores below), or an existing cluster's ``scheduler``
-    address; ``retries`` of a failing chunk; ``overwrite`` an existing store made with other settings.
-    Failed chunks are listed in the report (``report.ok`` is False); re-running retries them.
+    address (given up after ``connect_timeout`` seconds, before anything is written); ``retries`` of a failing
+    chunk; ``overwrite`` an existing store made with other settings. Failed chunks are listed in the report
+    (``report.ok`` is False); re-running retries them. Errors no retry can fix (a bad mesh, a full disk) stop the
+    run with a one-line ``UserError``; finished chunks are kept, so a re-run resumes.
     """
     if workers is not None and (not _is_int(workers) or workers <= 0):
         raise UserError(f"workers must be a positive number of processes, got {workers!r}")
     if not _is_int(retries) or retries < 0:
         raise UserError(f"retries must be a non-negative integer, got {retries!r}")
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
+        raise UserError(f"connect timeout must be a positive number of seconds, got {connect_timeout!r}")
     plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
                        view_seeds=view_seeds)
-    return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress)
+    return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
+               connect_timeout=float(connect_timeout))
 
 
 def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,
@@ -91,14 +97,29 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     n = len(given) if given is not None else n
     if n is None:
         raise UserError("give n (images to sample) or latents (rows to render)")
-    job = RenderJob(out=str(out), scene=the_scene.to_dict(), scm=the_scm.spec, settings=the_settings.to_dict(), n=n,
-                    seed=seed, chunk_size=chunk_size, views=the_views, view_seeds=view_seeds,
-                    given=given is not None)
+    job = RenderJob(out=store_path(out), scene=the_scene.to_dict(), scm=the_scm.spec,
+                    settings=the_settings.to_dict(), n=n, seed=seed, chunk_size=chunk_size, views=the_views,
+                    view_seeds=view_seeds, given=given is not None)
     layout = {"n": n, "chunk_size": chunk_size, "height": the_settings.resolution, "width": the_settings.resolution,
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
               "views": list(the_views)}
+    check_memory(layout, workers=1)
     return RenderPlan(job, store_attrs(job, the_scene, the_scm, given), layout,
                       None if given is None else given.latents, None if given is None else given.classes)
+
+
+def store_path(out: str | Path) -> str:
+    """Where workers open the store: a local path made absolute (workers of an existing cluster run in their own
+    working directories), a URL as given."""
+    return str(out) if is_url(str(out)) else os.path.abspath(os.path.expanduser(str(out)))
+
+
+def check_mesh_files(scene: Scene) -> None:
+    """Every class's mesh file exists and looks like its format (render.meshes.sniff_mesh): checked once here,
+    before any store is created, rather than failing in every render worker."""
+    for c in scene.classes:
+        if not c.mesh.startswith("builtin:"):
+            sniff_mesh(c.mesh, c.name)
 
 
 def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | None) -> dict[str, Any]:
@@ -182,7 +203,9 @@ def _scene(scene: SceneArg, meshes: MeshesArg) -> Scene:
     else:
         out = load_scene(scene)
     found = parse_meshes(meshes)
-    return out.with_meshes(found) if found else out
+    out = out.with_meshes(found) if found else out
+    check_mesh_files(out)
+    return out
 
 
 def _scm(scm: ScmArg, scene: Scene) -> SCM:

@@ -9,8 +9,10 @@ written into the store by the driver; each task reads its own rows from there.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,9 +22,14 @@ from typing import Any
 import numpy as np
 
 from causal import SCM, Samples, load_scm, rng
+from causal.errors import UserError
 from render.store import ChunkData, chunk_bounds, done_mask, n_chunks, prepare, write_chunk, write_given
 
 FAULT_ENV = "IDENT3D_TEST_KILL_CHUNK"  # "K:MARKER": kill the worker once, mid-chunk K (tests only)
+FULL_DISK_ENV = "IDENT3D_TEST_FULL_DISK"  # "K": writing chunk K fails with ENOSPC (tests only)
+CONNECT_TIMEOUT_S = 10.0  # default wait for an existing scheduler (--scheduler) before giving up
+BASE_WORKER_BYTES = 400 * 2**20  # a worker's Blender with the scene built (measured RSS ~357 MB)
+BUFFER_BYTES_PER_PX = 128  # Cycles' float RGBA render/denoise passes per pixel (upper estimate)
 VIEW_SEEDS = ("independent", "shared")  # a view's Cycles seeds: its own stream, or its anchor's
 
 
@@ -73,6 +80,7 @@ class RenderReport:
     out: str = ""
     n: int = 0
     n_chunks: int = 0
+    workers_lost: int = 0  # worker processes that died during the run (their chunks were retried elsewhere)
 
     @property
     def ok(self) -> bool:
@@ -140,7 +148,41 @@ def _anchors(job: RenderJob, scm: SCM, group: Any, start: int, stop: int) -> Sam
                    scm.class_node, scm.class_names)
 
 
-def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
+@dataclass(frozen=True)
+class ChunkFailure:
+    """A chunk failed for a reason no retry can fix (bad scene, mesh or data, full disk): returned by the task as
+    a value, not raised, so Dask neither retries it nor logs a traceback; the driver stops the run with it."""
+
+    k: int
+    message: str
+
+
+def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float] | ChunkFailure:
+    """Render and write chunk k; returns (k, images, seconds), or a ChunkFailure for errors that cannot succeed
+    on a retry. Other exceptions propagate: Dask retries them (a worker fault may be transient)."""
+    try:
+        return _render_chunk(job, k)
+    except UserError as exc:
+        return ChunkFailure(k, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        return ChunkFailure(k, f"no space left on the device holding {job.out} (writing chunk {k}); free some "
+                               "space, then re-run the same command to resume (finished chunks are kept)")
+
+
+def _full_disk_hook(k: int) -> Callable[[], None] | None:
+    """Test hook: with $IDENT3D_TEST_FULL_DISK=K, writing chunk K fails as a full disk would (ENOSPC)."""
+    if os.environ.get(FULL_DISK_ENV) != str(k):
+        return None
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    return full
+
+
+def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
     """Render and write chunk k (anchors and every view); returns (k, images, seconds)."""
     import zarr
 
@@ -158,20 +200,70 @@ def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
         own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, anchors.index, stream=name)
         views[name] = ChunkData(renderer.render_batch(moved.latents, moved.classes, own), moved.latents,
                                 moved.classes)
-    write_chunk(group, k, data, views, before_commit=_fault_hook(k))
+    write_chunk(group, k, data, views, before_commit=_fault_hook(k) or _full_disk_hook(k))
     return k, (stop - start) * (1 + len(views)), time.perf_counter() - t0
 
 
 # ----- driver side ------------------------------------------------------------------------------
-def _client(workers: int, scheduler: str | None, threads: int):
+def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
+    """A client of an existing scheduler, or one line saying it cannot be reached (nothing is created first)."""
+    from dask.distributed import Client
+
+    try:
+        return Client(scheduler, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - any connection failure becomes one line
+        why = (str(exc) or type(exc).__name__).splitlines()[0]
+        raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {why}; start it or drop --scheduler") \
+            from None
+
+
+def local_cluster(workers: int, threads: int) -> tuple[Any, Any]:
+    """A LocalCluster of ``workers`` 1-thread processes and its client. The workers are started with SIGINT
+    ignored (inherited across exec), so Ctrl-C reaches only the driver, which stops them and says how to resume
+    instead of every worker printing a KeyboardInterrupt traceback."""
     from dask.distributed import Client, LocalCluster
 
-    if scheduler:
-        return Client(scheduler), None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", silence_logs=40,
-                           env={"OMP_NUM_THREADS": str(threads)})
-    return Client(cluster), cluster
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               silence_logs=50, env={"OMP_NUM_THREADS": str(threads)})
+        return Client(cluster), cluster
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def available_memory() -> int:
+    """Bytes of memory available to new processes (MemAvailable on Linux, else physical pages free)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def worker_memory(resolution: int, chunk_size: int, n_views: int) -> int:
+    """Estimated peak bytes of one render worker: Blender, Cycles' buffers for one image, and the chunk's uint8
+    images (anchors and views) held until they are written."""
+    px = resolution * resolution
+    return BASE_WORKER_BYTES + px * BUFFER_BYTES_PER_PX + chunk_size * px * 3 * (1 + n_views)
+
+
+def check_memory(layout: dict[str, Any], workers: int, available: int | None = None) -> None:
+    """Refuse a render whose workers would not fit in memory, with one line saying what to lower."""
+    res, chunk, views = int(layout["height"]), int(layout["chunk_size"]), len(layout.get("views", []))
+    need = worker_memory(res, chunk, views) * workers
+    have = available_memory() if available is None else available
+    if need > have:
+        raise UserError(f"{workers} worker(s) rendering {res} px images in chunks of {chunk} "
+                        f"(x{1 + views} with views) need about {_gb(need)} of memory but {_gb(have)} is available; "
+                        "lower --resolution, --chunk-size or --workers")
+
+
+def _gb(n: int) -> str:
+    return f"{n / 2**30:.1f} GB"
 
 
 def default_workers(resolution: int) -> int:
@@ -182,49 +274,102 @@ def default_workers(resolution: int) -> int:
 
 
 def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = None, overwrite: bool = False,
-        retries: int = 2, progress: bool = True) -> RenderReport:
+        retries: int = 2, progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S) -> RenderReport:
     """Create or resume the store, render every chunk not yet done, and report what happened.
 
-    ``workers=None``: :func:`default_workers` for the plan's resolution (ignored with a ``scheduler``).
+    ``workers=None``: :func:`default_workers` for the plan's resolution (ignored with a ``scheduler``, which is
+    reached first: an unreachable one creates nothing). Errors no retry can fix stop the run with a one-line
+    ``UserError``; Ctrl-C stops it with a ``KeyboardInterrupt`` saying how many chunks are done. Finished chunks
+    are kept either way, so re-running the same command resumes.
     """
+    job = plan.job
+    workers = workers or default_workers(int(plan.layout["height"]))
+    check_memory(plan.layout, 1 if scheduler else workers)
+    client = connect(scheduler, connect_timeout) if scheduler else None
+    cluster = None
+    try:
+        group = prepare(job.out, plan.attrs, plan.layout, overwrite)
+        done = done_mask(group)
+        todo = [k for k in range(job.n_chunks) if not done[k]]
+        report = RenderReport([], [k for k in range(job.n_chunks) if done[k]], {}, 0, 0.0, out=job.out, n=job.n,
+                              n_chunks=job.n_chunks)
+        if not todo:
+            return report
+        if plan.latents is not None:
+            write_given(group, plan.latents, plan.classes, todo)
+        if client is None:
+            client, cluster = local_cluster(workers, max(1, (os.cpu_count() or 1) // max(1, workers)))
+        if progress:
+            print(f"Dask dashboard: {_dashboard(client)}", flush=True)
+        _render(client, job, todo, retries, progress, report, group)
+        report.workers_lost = _workers_lost(client, report.seconds)
+        return report
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _dashboard(client: Any) -> str:
+    """The scheduler's dashboard link, or a note that it has none."""
+    try:
+        return str(client.dashboard_link)
+    except Exception:  # noqa: BLE001 - a scheduler started without a dashboard
+        return "none (the scheduler runs without one)"
+
+
+def _render(client: Any, job: RenderJob, todo: list[int], retries: int, progress: bool, report: RenderReport,
+            group: Any) -> None:
+    """Submit one task per chunk and collect them into ``report``; stop at the first unfixable failure
+    (UserError) or at Ctrl-C (KeyboardInterrupt with how to resume), cancelling what is still queued."""
     from dask.distributed import as_completed
     from tqdm import tqdm
 
-    job = plan.job
-    workers = workers or default_workers(int(plan.layout["height"]))
-    group = prepare(job.out, plan.attrs, plan.layout, overwrite)
-    done = done_mask(group)
-    todo = [k for k in range(job.n_chunks) if not done[k]]
-    skipped = [k for k in range(job.n_chunks) if done[k]]
-    report = RenderReport([], skipped, {}, 0, 0.0, out=job.out, n=job.n, n_chunks=job.n_chunks)
-    if not todo:
-        return report
-    if plan.latents is not None:
-        write_given(group, plan.latents, plan.classes, todo)
+    t0 = time.perf_counter()
     per_chunk = 1 + len(job.views)
     total = sum(np.diff(chunk_bounds(k, job.chunk_size, job.n))[0] for k in todo) * per_chunk
-    t0 = time.perf_counter()
-    threads = max(1, (os.cpu_count() or 1) // max(1, workers))
-    client, cluster = _client(workers, scheduler, threads)
+    futures = {client.submit(render_chunk, job, k, retries=retries, pure=False, key=f"chunk-{k}-{time.time()}"): k
+               for k in todo}
     try:
-        futures = {client.submit(render_chunk, job, k, retries=retries, pure=False, key=f"chunk-{k}-{t0}"): k
-                   for k in todo}
         with tqdm(total=int(total), unit="img", desc="render", disable=not progress, smoothing=0.1) as bar:
             for fut in as_completed(futures):
-                k = futures[fut]
-                try:
-                    _, count, _ = fut.result()
-                    report.rendered.append(k)
-                    report.images += count
-                    bar.update(count)
-                except Exception as exc:  # noqa: BLE001 - report the chunk, keep the others going
-                    report.failed[k] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                    bar.set_postfix(failed=len(report.failed))
+                _collect(fut, futures[fut], report, bar)
+    except KeyboardInterrupt:
+        client.cancel(list(futures))
+        n_done = int(done_mask(group).sum())
+        raise KeyboardInterrupt(f"interrupted: {n_done} of {job.n_chunks} chunks done; re-run the same command "
+                                "to resume") from None
+    except UserError:
+        client.cancel(list(futures))
+        raise
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        report.seconds = time.perf_counter() - t0
     report.rendered.sort()
-    report.seconds = time.perf_counter() - t0
-    return report
 
+
+def _collect(fut: Any, k: int, report: RenderReport, bar: Any) -> None:
+    """Record one finished chunk task: rendered, failed after its retries, or an unfixable ChunkFailure."""
+    try:
+        result = fut.result()
+    except Exception as exc:  # noqa: BLE001 - report the chunk, keep the others going
+        report.failed[k] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        bar.set_postfix(failed=len(report.failed))
+        return
+    if isinstance(result, ChunkFailure):
+        raise UserError(result.message)
+    _, count, _ = result
+    report.rendered.append(k)
+    report.images += count
+    bar.update(count)
+
+
+def _workers_lost(client: Any, seconds: float) -> int:
+    """Worker processes the scheduler lost unexpectedly (crashed, killed) during the last ``seconds``."""
+    try:
+        events = client.get_events("all")
+    except Exception:  # noqa: BLE001 - an older scheduler without the event log: report none
+        return 0
+    since = time.time() - seconds - 1.0
+    return sum(1 for t, msg in events if t >= since and isinstance(msg, dict)
+               and msg.get("action") == "remove-worker" and not msg.get("expected", True))

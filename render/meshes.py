@@ -101,6 +101,68 @@ def _check_file(path: Path, class_name: str) -> None:
         raise MeshLoadError(f"class {class_name}: {path} is not a mesh file of a known type ({known})")
 
 
+def sniff_mesh(path: str | Path, class_name: str = "?") -> None:
+    """Cheap format check of a class's mesh file, without Blender: raise a one-line MeshFileError/MeshLoadError
+    naming the class and file when it is missing or plainly not a mesh of its suffix's format.
+
+    Run by the driver before any store is created, so a bad file fails once, up front, instead of in every
+    render worker. It reads the first 64 KiB (an OBJ file is scanned line by line up to its first vertex).
+    """
+    path = Path(path).expanduser()
+    _check_file(path, class_name)
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(65536)
+    problem = _format_problem(path.suffix.lower(), head, size, path)
+    if problem:
+        raise MeshLoadError(f"class {class_name}: {path} is not a valid {path.suffix.lower()[1:].upper()} mesh "
+                            f"({problem}); give a real mesh file for this class")
+
+
+def _format_problem(suffix: str, head: bytes, size: int, path: Path) -> str | None:
+    """Why the first bytes ``head`` of a file of ``size`` bytes cannot be a mesh of ``suffix``; None if they can."""
+    if size == 0:
+        return "the file is empty"
+    if suffix == ".ply":
+        return None if head.startswith(b"ply") else "no 'ply' header"
+    if suffix == ".blend":
+        return None if head.startswith(b"BLENDER") else "no 'BLENDER' header"
+    if suffix == ".glb":
+        return None if head.startswith(b"glTF") else "no 'glTF' binary header"
+    if suffix == ".gltf":
+        return None if head.lstrip().startswith(b"{") else "not a glTF JSON document"
+    if suffix == ".stl":
+        return _stl_problem(head, size)
+    if suffix == ".obj":
+        return None if _obj_has_vertices(path) else "no vertex ('v x y z') lines"
+    return None
+
+
+def _stl_problem(head: bytes, size: int) -> str | None:
+    """Binary STL: 80-byte header + triangle count, and the size must match; else ASCII starting with 'solid'."""
+    if size >= 84:
+        count = int.from_bytes(head[80:84], "little")
+        if count > 0 and size == 84 + 50 * count:
+            return None
+    if head.lstrip().startswith(b"solid") and b"facet" in head:
+        return None
+    return "neither a binary STL whose size matches its triangle count nor an ASCII STL ('solid ... facet')"
+
+
+def _obj_has_vertices(path: Path) -> bool:
+    """Whether an OBJ file has at least one 'v' line of three numbers (scanned line by line, stops early)."""
+    with open(path, "rb") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) >= 4 and parts[0] == b"v":
+                try:
+                    [float(x) for x in parts[1:4]]
+                except ValueError:
+                    return False
+                return True
+    return False
+
+
 def _import_objects(path: Path) -> list[bpy.types.Object]:
     """Run the Blender 5 importer for the file's suffix; return the objects it created."""
     import bpy

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import colorsys
 import math
+import types
+import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from causal.errors import UserError
+from render.meshes import BUILTIN_MESHES
 
 SCENES_DIR = Path(__file__).with_name("scenes")
 BUILTIN_SCENES = ("3dident", "causal3dident")
@@ -222,15 +225,72 @@ def hsv_rgb(hue: float, saturation: float, value: float, mode: str = "wrap") -> 
     raise SceneError(f"hue mode {mode!r} is not 'wrap' or 'original'")
 
 
+def _is_number(x: Any) -> bool:
+    """A finite YAML number (int or float, not a bool)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _number(x: Any, what: str) -> float:
+    """A finite number from YAML as a float, or a one-line SceneError naming the field."""
+    if not _is_number(x):
+        raise SceneError(f"{what} must be a number, got {x!r}")
+    return float(x)
+
+
 def _tuple(x: Any, n: int, what: str) -> tuple[float, ...]:
     """A length-n float tuple from a YAML list."""
-    if not isinstance(x, Sequence) or len(x) != n:
+    if not isinstance(x, Sequence) or isinstance(x, str) or len(x) != n or not all(_is_number(v) for v in x):
         raise SceneError(f"{what} must be a list of {n} numbers, got {x!r}")
     return tuple(float(v) for v in x)
 
 
+def _describe(hint: Any) -> str:
+    """A type hint in words, for error messages ("a number", "a string or null", ...)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    names = {float: "a number", int: "an integer", str: "a string", bool: "true or false", type(None): "null"}
+    if hint in names:
+        return names[hint]
+    if typing.get_origin(hint) is tuple:
+        return "a list"
+    return f"a mapping ({getattr(hint, '__name__', hint)})"
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a (YAML-built) value has the type a dataclass field declares (tuples already converted)."""
+    if hint is Any:
+        return True
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if hint is float:
+        return _is_number(value)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint in (str, bool, type(None)):
+        return isinstance(value, hint)
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return isinstance(value, tuple) and all(any(_matches(v, a) for a in args) for v in value)
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Mapping):
+        return isinstance(value, Mapping)
+    if is_dataclass(hint):
+        return isinstance(value, hint)
+    return True
+
+
+def _check_types(cls: type, kw: Mapping[str, Any], what: str) -> None:
+    """Every given field of dataclass ``cls`` has its declared type; else one line naming the field."""
+    hints = typing.get_type_hints(cls)
+    for key, value in kw.items():
+        if not _matches(value, hints[key]):
+            raise SceneError(f"{what}.{key} must be {_describe(hints[key])}, got {value!r}")
+
+
 def _build(cls: type, data: Mapping[str, Any], what: str, vectors: Mapping[str, int] = {}) -> Any:  # noqa: B006
-    """Dataclass from a mapping, with a clear error for unknown keys."""
+    """Dataclass from a mapping, with a clear error for unknown keys and for values of the wrong type."""
+    if not isinstance(data, Mapping):
+        raise SceneError(f"{what} must be a mapping, got {data!r}")
     known = set(cls.__dataclass_fields__)
     unknown = set(data) - known
     if unknown:
@@ -239,6 +299,7 @@ def _build(cls: type, data: Mapping[str, Any], what: str, vectors: Mapping[str, 
     for key, n in vectors.items():
         if key in kw:
             kw[key] = _tuple(kw[key], n, f"{what}.{key}")
+    _check_types(cls, kw, what)
     try:
         return cls(**kw)
     except TypeError as exc:
@@ -265,8 +326,27 @@ def _ground(data: Mapping[str, Any]) -> Ground:
 
 def _camera(data: Mapping[str, Any]) -> Camera:
     """The Camera from YAML; vectors may be null (look_at or rotation_rad)."""
+    if not isinstance(data, Mapping):
+        raise SceneError(f"camera must be a mapping, got {data!r}")
     vectors = {k: 3 for k in ("location", "look_at", "rotation_rad") if data.get(k) is not None}
     return _build(Camera, data, "camera", vectors)
+
+
+def _items(x: Any, what: str) -> list[Any]:
+    """A YAML list (of lights, classes or latents), or a one-line SceneError."""
+    if not isinstance(x, list):
+        raise SceneError(f"{what} must be a list, got {x!r}")
+    return x
+
+
+def _light(data: Any, what: str) -> Light:
+    """One Light from YAML (its orbit nested)."""
+    if not isinstance(data, Mapping):
+        raise SceneError(f"{what} must be a mapping, got {data!r}")
+    d = dict(data)
+    if d.get("orbit") is not None:
+        d["orbit"] = _build(Orbit, d["orbit"], f"{what}.orbit")
+    return _build(Light, d, what, {"location": 3, "rotation_deg": 3, "color_hsv": 3})
 
 
 def _pivot(x: Any, what: str) -> str | tuple[float | str, ...]:
@@ -297,31 +377,28 @@ def _object_class(data: Mapping[str, Any], what: str) -> ObjectClass:
 
 
 def scene_from_dict(data: Mapping[str, Any]) -> Scene:
-    """Validate and build a Scene from its plain (YAML) form."""
+    """Validate and build a Scene from its plain (YAML) form: every field's type is checked here, so a bad
+    scene fails at load time with one line naming the field, never later inside a render worker."""
+    if not isinstance(data, Mapping):
+        raise SceneError(f"a scene description must be a mapping, got {type(data).__name__}")
     d = dict(data)
     try:
-        lights = []
-        for i, ld in enumerate(d.pop("lights")):
-            ld = dict(ld)
-            if ld.get("orbit") is not None:
-                ld["orbit"] = _build(Orbit, ld["orbit"], f"lights[{i}].orbit")
-            lights.append(
-                _build(Light, ld, f"lights[{i}]", {"location": 3, "rotation_deg": 3, "color_hsv": 3})
-            )
         scene = Scene(
             name=str(d.pop("name")),
-            extent=float(d.pop("extent", 4.4)),
+            extent=_number(d.pop("extent", 4.4), "extent"),
             camera=_camera(d.pop("camera", {})),
             ground=_ground(d.pop("ground", {})),
             material=_material(d.pop("material", {}), "material", Material()),
-            lights=tuple(lights),
-            classes=tuple(_object_class(c, f"classes[{i}]") for i, c in enumerate(d.pop("classes"))),
-            latents=tuple(_build(Binding, b, f"latents[{i}]") for i, b in enumerate(d.pop("latents"))),
+            lights=tuple(_light(ld, f"lights[{i}]") for i, ld in enumerate(_items(d.pop("lights"), "lights"))),
+            classes=tuple(_object_class(c, f"classes[{i}]") for i, c in enumerate(_items(d.pop("classes"),
+                                                                                         "classes"))),
+            latents=tuple(_build(Binding, b, f"latents[{i}]") for i, b in enumerate(_items(d.pop("latents"),
+                                                                                            "latents"))),
             description=str(d.pop("description", "")),
             world_color=_tuple(d.pop("world_color", (0, 0, 0)), 3, "world_color"),
             view_transform=str(d.pop("view_transform", "Standard")),
-            exposure=float(d.pop("exposure", 0.0)),
-            extra=dict(d.pop("extra", {})),
+            exposure=_number(d.pop("exposure", 0.0), "exposure"),
+            extra=dict(_mapping(d.pop("extra", {}), "extra")),
         )
     except KeyError as exc:
         raise SceneError(f"scene description lacks {exc.args[0]!r}") from None
@@ -329,6 +406,13 @@ def scene_from_dict(data: Mapping[str, Any]) -> Scene:
         raise SceneError(f"scene description: unknown key(s) {sorted(d)}")
     validate(scene)
     return scene
+
+
+def _mapping(x: Any, what: str) -> Mapping[str, Any]:
+    """A YAML mapping, or a one-line SceneError."""
+    if not isinstance(x, Mapping):
+        raise SceneError(f"{what} must be a mapping, got {x!r}")
+    return x
 
 
 def validate(scene: Scene) -> None:
@@ -350,6 +434,10 @@ def validate(scene: Scene) -> None:
     for c in scene.classes:
         if c.mesh_size(scene.extent) <= 0:
             raise SceneError(f"class {c.name}: size and scale must be positive")
+        shape = c.mesh.split(":", 1)[1] if c.mesh.startswith("builtin:") else None
+        if shape is not None and shape not in BUILTIN_MESHES:
+            raise SceneError(f"class {c.name}: unknown built-in mesh {shape!r}; choose one of "
+                             f"{', '.join(BUILTIN_MESHES)} or a mesh file path")
     light_names = [lt.name for lt in scene.lights]
     if len(set(light_names)) != len(light_names):
         raise SceneError(f"scene {scene.name}: duplicate light names {light_names}")
@@ -379,11 +467,18 @@ def load_scene(name_or_path: str | Path) -> Scene:
     path = SCENES_DIR / f"{name_or_path}.yaml" if str(name_or_path) in BUILTIN_SCENES else Path(name_or_path)
     if not path.is_file():
         raise SceneError(f"no scene {name_or_path!r}: not a built-in ({', '.join(BUILTIN_SCENES)}) nor a YAML file")
-    with open(path) as fh:
-        data = yaml.safe_load(fh)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise SceneError(f"cannot read the scene {path}: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, Mapping):
         raise SceneError(f"{path} does not hold a scene description (a mapping)")
-    return scene_from_dict(data)
+    try:
+        return scene_from_dict(data)
+    except SceneError as exc:
+        if str(name_or_path) in BUILTIN_SCENES:
+            raise
+        raise SceneError(f"scene {path}: {exc}; fix the scene file") from None
 
 
 def pose(scene: Scene, raw: Sequence[float], class_index: int = 0, hue_mode: str = "wrap") -> Pose:
