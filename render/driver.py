@@ -286,6 +286,22 @@ def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = No
     workers = workers or default_workers(int(plan.layout["height"]))
     check_memory(plan.layout, 1 if scheduler else workers)
     client = connect(scheduler, connect_timeout) if scheduler else None
+    try:
+        return _run(plan, client, workers, overwrite, retries, progress)
+    except OSError as exc:  # the driver's own writes (store creation, given latents) on a full disk
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise UserError(f"no space left on the device holding {job.out}; free some space, then re-run the same "
+                        "command to resume (finished chunks are kept)") from None
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _run(plan: RenderPlan, client: Any, workers: int, overwrite: bool, retries: int, progress: bool) -> RenderReport:
+    """The body of :func:`run` once the scheduler (if any) answered: prepare the store, start a local cluster
+    if needed, render what is not done."""
+    job = plan.job
     cluster = None
     try:
         group = prepare(job.out, plan.attrs, plan.layout, overwrite)
@@ -305,9 +321,8 @@ def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = No
         report.workers_lost = _workers_lost(client, report.seconds)
         return report
     finally:
-        if client is not None:
-            client.close()
         if cluster is not None:
+            client.close()
             cluster.close()
 
 
