@@ -268,7 +268,7 @@ def _gb(n: int) -> str:
 
 def default_workers(resolution: int) -> int:
     """Worker processes for a local cluster. Measured on 2 cores (benchmarks/render_bench.py): at 64 px one
-    2-thread Blender gives 16.0 img/s vs 13.3 for two 1-thread ones; at 224 px two give 1.66 vs 0.90."""
+    2-thread Blender gives 15.5 img/s vs 9.5 for two 1-thread ones; at 224 px two give 1.46 vs 0.86 for one."""
     cores = os.cpu_count() or 1
     return cores if resolution >= 128 else max(1, cores // 2)
 
