@@ -9,6 +9,7 @@ import argparse
 import csv
 import json
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import yaml
 
 from causal.errors import UserError
-from pipelines.files import write_atomic
+from pipelines.files import check_output_dir, write_atomic
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
@@ -53,7 +54,57 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
     from evaluation.report import check_da_style
 
     check_da_style(cfg.get("da_style"), f"config {where}")  # names are checked against the SCM once rendered
+    check_stores(cfg, where)
+    check_train(cfg, where)
     return cfg
+
+
+def check_stores(cfg: dict[str, Any], where: str) -> None:
+    """Each store spec has a positive n, resolution and samples (checked before anything renders)."""
+    for key in ("train", "test"):
+        spec = cfg["stores"].get(key) if isinstance(cfg["stores"], dict) else None
+        if not isinstance(spec, dict):
+            raise UserError(f"config {where}: stores.{key} is missing; give n, resolution and samples")
+        for field_ in ("n", "resolution", "samples"):
+            value = spec.get(field_)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UserError(f"config {where}: stores.{key}.{field_} must be a whole number >= 1, got {value!r}")
+
+
+def check_train(cfg: dict[str, Any], where: str) -> None:
+    """Validate the train: section before rendering: build its TrainConfig and, once, its encoder and objective
+    (names, hp keys and values, numbers), each row's view count against the objective, the batch vs store size
+    and the seeds; rendering the stores takes minutes, a typo here should not wait for it."""
+    from training.components import check_components, check_numbers
+    from training.objectives import OBJECTIVES
+    from training.trainer import TrainConfig
+
+    train, head = cfg["train"], f"config {where}"
+    if not isinstance(train, dict):
+        raise UserError(f"{head}: train must be a mapping of training settings (objective, encoder, steps, ...)")
+    args = {k: v for k, v in train.items() if k != "hp"}
+    allowed = sorted({f.name for f in fields(TrainConfig)} - {"data", "views", "seed", "objective_args", "normalize"})
+    unknown = [k for k in args if k not in allowed]
+    if unknown:
+        raise UserError(f"{head}: train has no setting {unknown[0]!r}; allowed: hp, {', '.join(allowed)}")
+    if not isinstance(train.get("hp") or {}, dict):
+        raise UserError(f"{head}: train.hp must be a mapping, e.g. hp: {{tau: 1.0}}")
+    tc = TrainConfig(data="-", views="none", objective_args=dict(train.get("hp") or {}), **args)
+    check_numbers(tc, flag=lambda key: f"{head}: train.{key}")
+    try:
+        check_components(tc, image_size=cfg["stores"]["train"]["resolution"])
+    except UserError as exc:
+        raise UserError(f"{head}: train: {exc}") from None
+    need = OBJECTIVES.get(tc.objective).n_views
+    n = cfg["stores"]["train"]["n"]
+    if tc.batch_size > n:
+        raise UserError(f"{head}: train.batch_size {tc.batch_size} is larger than stores.train.n = {n} images; "
+                        "lower the batch or render more")
+    if need != 2:  # every view maker makes two views
+        raise UserError(f"{head}: objective {tc.objective} needs {need} views; the rows' view makers make 2")
+    seeds = cfg.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 0 for x in seeds):
+        raise UserError(f"{head}: seeds must be a list of whole numbers >= 0, e.g. [0, 1, 2], got {seeds!r}")
 
 
 def _slug(text: str) -> str:
@@ -139,18 +190,45 @@ def columns_of(table: dict[str, Any]) -> list[str]:
     return list(next(iter(table.values())))
 
 
-def _cell(mean: float, std: float) -> str:
-    text = f"{mean:.2f} ± {std:.2f}"
+def seed_counts(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]]) -> dict[str, int]:
+    """{row name: number of seeds with a report} (rows without one are left out, as in ``aggregate``)."""
+    counts = {row["name"]: sum((row["name"], s) in reports for s in cfg.get("seeds", [0])) for row in cfg["rows"]}
+    return {name: n for name, n in counts.items() if n}
+
+
+def _cell(mean: float, std: float, n: int) -> str:
+    """One table cell: the mean, with the spread only when there are two or more seeds to spread over."""
+    text = f"{mean:.2f} ± {std:.2f}" if n >= 2 else f"{mean:.2f}"
     return f"**{text}**" if mean >= 0.5 else (f"{text} ↓" if mean < 0.25 else text)
 
 
-def markdown_table(table: dict[str, Any]) -> str:
-    """The aggregated table as markdown, one column per report column."""
+def seeds_note(counts: dict[str, int]) -> str:
+    """What the cells are: 'mean ± std over n = 3 seeds', or 'n = 1 seed, no spread'."""
+    ns = sorted(set(counts.values()))
+    if ns == [1]:
+        return "n = 1 seed: single values, no spread"
+    if len(ns) == 1:
+        return f"mean ± std over n = {ns[0]} seeds"
+    return "mean ± std over each row's seeds (column n; n = 1: a single value, no spread)"
+
+
+def markdown_table(table: dict[str, Any], counts: dict[str, int] | None = None) -> str:
+    """The aggregated table as markdown, one column per report column; ``counts``: seeds per row (an n column
+    is added when rows have different numbers of seeds; None: several seeds each, as before counts existed)."""
     cols = columns_of(table)
-    head = "| views generated by | " + " | ".join(cols) + " |"
-    lines = [head, "|---" * (len(cols) + 1) + "|"]
-    lines += [f"| {name} | " + " | ".join(_cell(*row[c]) for c in cols) + " |" for name, row in table.items()]
-    return "\n".join(lines) + "\n\nbold: R^2 >= 0.5; ↓: R^2 < 0.25 (red in the paper); mean ± std over seeds"
+    if counts is None:
+        return _markdown(table, cols, dict.fromkeys(table, 2), "mean ± std over seeds")
+    return _markdown(table, cols, counts, seeds_note(counts))
+
+
+def _markdown(table: dict[str, Any], cols: list[str], counts: dict[str, int], note: str) -> str:
+    """The markdown lines of ``markdown_table``."""
+    uneven = len(set(counts.values())) > 1
+    head = "| views generated by | " + " | ".join(cols) + (" | n |" if uneven else " |")
+    lines = [head, "|---" * (len(cols) + 1 + uneven) + "|"]
+    lines += [f"| {name} | " + " | ".join(_cell(*row[c], counts[name]) for c in cols)
+              + (f" | {counts[name]} |" if uneven else " |") for name, row in table.items()]
+    return "\n".join(lines) + "\n\nbold: R^2 >= 0.5; ↓: R^2 < 0.25 (red in the paper); " + note
 
 
 def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
@@ -196,14 +274,17 @@ def heatmap(table: dict[str, Any], out: Path, title: str) -> None:
     plt.close(fig)
 
 
-def write_csv(table: dict[str, Any], path: Path) -> None:
-    """The aggregated table as CSV: one row per view maker, "<column> mean" and "<column> std" per column."""
+def write_csv(table: dict[str, Any], path: Path, counts: dict[str, int] | None = None) -> None:
+    """The aggregated table as CSV: one row per view maker, "<column> mean" and "<column> std" per column and,
+    with ``counts``, a last column ``n`` (seeds) and the std left empty for a single seed (no spread to report)."""
     cols = columns_of(table)
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["views"] + [f"{c} {s}" for c in cols for s in ("mean", "std")])
+        w.writerow(["views"] + [f"{c} {s}" for c in cols for s in ("mean", "std")] + (["n"] if counts else []))
         for name, row in table.items():
-            w.writerow([name] + [f"{v:.4f}" for c in cols for v in row[c]])
+            n = counts[name] if counts else 2
+            cells = [x for c in cols for x in (f"{row[c][0]:.4f}", f"{row[c][1]:.4f}" if n > 1 else "")]
+            w.writerow([name, *cells] + ([n] if counts else []))
 
 
 def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
@@ -218,6 +299,7 @@ def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
 def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
                 layer: str = "output") -> dict[str, Any]:
     """The whole grid; returns {"table", "markdown", "files"}."""
+    check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     scene = cfg.get("scene", "causal3dident")
     stores = {k: out / "stores" / f"{k}.zarr" for k in ("train", "test")}
@@ -246,14 +328,15 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
         for n, s, d, v in tqdm(cells, desc="compare", unit="cell"):
             reports[(n, s)] = run_cell(*args, d, v, s, cfg["train"], cfg.get("evaluate", {}), cfg.get("da_style"))
     table = aggregate(cfg, reports, layer)
-    md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table)
+    counts = seed_counts(cfg, reports)
+    md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts)
     files = {"markdown": out / "table.md", "csv": out / "table.csv", "heatmap": out / "table.png",
              "paper": out / "vs_paper.md", "json": out / "table.json"}
     files["markdown"].write_text(md + "\n")
     files["paper"].write_text(side_by_side(cfg, table) + "\n")
-    summary = {"layer": layer, "columns": columns_of(table), "table": table}
+    summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts}
     files["json"].write_text(json.dumps(summary, indent=2) + "\n")
-    write_csv(table, files["csv"])
+    write_csv(table, files["csv"], counts)
     heatmap(table, files["heatmap"], f"{cfg.get('name', 'compare')}: {layer} layer, mean over seeds")
     return {"table": table, "markdown": md, "files": {k: str(v) for k, v in files.items()}}
 
@@ -279,6 +362,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers <= 0:
         raise UserError("--workers must be positive")
     cfg = load_config(args.config)
+    check_output_dir(args.out)
     result = run_compare(cfg, Path(args.out), args.workers, args.scheduler, args.layer)
     print(result["markdown"])
     print("files: " + ", ".join(result["files"].values()))

@@ -40,9 +40,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.compare import check_config, run_compare
+    from pipelines.files import check_output_dir
 
     t0 = time.perf_counter()
     cfg = check_config(DEMO_CONFIG, "demo")
+    check_output_dir(args.out)
     result = run_compare(cfg, Path(args.out))
     print(result["markdown"])
     print(f"\nLT pairs that change the hues should discard them (style, low R^2) and keep positions; colour "

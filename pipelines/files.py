@@ -29,10 +29,37 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp_path)`` then rename onto ``path``, so a failure never leaves half a file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent or ".")
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs get the mode open() would give
     try:
         write(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return path
+
+
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it: the only portable way)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
+    """Validate an output folder before any work: not an existing file, and creatable (in its nearest existing
+    ancestor a probe folder can be made and removed: as root, ``os.access`` says yes even where it is not so)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag} {path} is a file; choose a folder")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"cannot create {flag} {path}: {parent} is a file, not a folder; choose another path")
+    try:
+        Path(tempfile.mkdtemp(prefix=".ident3d-probe-", dir=parent)).rmdir()
+    except OSError as exc:
+        raise UserError(f"cannot create {flag} {path}: {parent} is not writable ({exc.strerror}); "
+                        "choose a folder you can write to") from None
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from causal import Samples, load_scm
@@ -19,9 +20,43 @@ def sample_to_file(scm_name: str, n: int, seed: int, out: str | Path, start: int
         raise UserError("--seed and --start must be non-negative")
     path = check_output(out, (".npz", ".csv"), overwrite)
     scm = load_scm(scm_name)
+    check_memory(n, len(scm.nodes) + 1, available_bytes())
     samples = scm.sample(n, seed=seed, start=start)
     write_atomic(path, samples.save)
     return samples
+
+
+BYTES_PER_VALUE = 32  # peak memory per sampled value (measured ~27: draws, intermediates, the output arrays)
+
+
+def available_bytes() -> int | None:
+    """Memory the process can still take (Linux MemAvailable, else free physical pages); None if unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(n: int, values_per_row: int, available: int | None) -> None:
+    """Refuse an ``n`` whose samples cannot fit in memory (it would end in a MemoryError or the OOM killer after
+    minutes), saying how many rows fit and how to split the job with --start."""
+    if available is None:
+        return
+    need = n * values_per_row * BYTES_PER_VALUE
+    if need > available:
+        fit = max(1, available // (values_per_row * BYTES_PER_VALUE))
+        raise UserError(f"--n {n} needs about {_gb(need)} of memory, {_gb(available)} is available; sample at most "
+                        f"--n {fit} per file and split the rest with --start (rows are the same either way)")
+
+
+def _gb(nbytes: int) -> str:
+    return f"{nbytes / 2**30:,.1f} GB"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

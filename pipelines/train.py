@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,72 @@ from typing import Any
 import yaml
 
 from causal.errors import UserError
+from pipelines.files import check_output_dir
 
 # options a resumed run may change; not num_workers: batch contents depend on the number of loader lanes
 RESUMABLE_CHANGES = {"steps", "log_every", "checkpoint_every", "tensorboard", "device"}
+
+AUTO = "auto"
+# what --encoder/--steps/--batch-size/--lr auto mean per device: on a CPU a run that finishes in minutes on
+# 2 cores (the small CNN), on CUDA the papers' ResNet-18 setup
+DEVICE_DEFAULTS = {
+    "cpu": {"encoder": "cnn", "steps": 500, "batch_size": 128, "lr": 1e-3},
+    "cuda": {"encoder": "resnet18", "steps": 1000, "batch_size": 256, "lr": 1e-4},
+}
+AUTO_KEYS = tuple(DEVICE_DEFAULTS["cpu"])
+
+
+def _defaults_text(device: str) -> str:
+    d = DEVICE_DEFAULTS[device]
+    return f"{d['encoder']}, {d['steps']} steps, batch {d['batch_size']}, lr {d['lr']:g}"
+
+
+def auto_int(text: str) -> int | str:
+    """argparse type: a whole number or 'auto'."""
+    if text == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {text!r}") from None
+
+
+def auto_float(text: str) -> float | str:
+    """argparse type: a number or 'auto'."""
+    if text == AUTO:
+        return AUTO
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+
+
+def resolve_defaults(values: dict[str, Any], device: str, saved: dict[str, Any] | None) -> list[str]:
+    """Replace 'auto' values in place: a resumed run keeps its saved values, a new one takes the device's
+    defaults. Returns the keys that were auto (for the start line)."""
+    auto = [k for k in AUTO_KEYS if values.get(k) == AUTO]
+    for key in auto:
+        values[key] = saved[key] if saved and key in saved else DEVICE_DEFAULTS[device][key]
+    return auto
+
+
+def store_path(data: str) -> str:
+    """A local store as a resolved absolute path (URLs as given), so a run names its store the same way from
+    any working directory."""
+    return data if "://" in data else str(Path(data).expanduser().resolve())
+
+
+def same_store(saved: str, now: str) -> bool:
+    """Whether a saved run's store and the given one are the same: equal resolved paths, or (a moved or
+    copied store, or a run saved with a relative path elsewhere) two stores with identical attributes."""
+    if store_path(saved) == store_path(now):
+        return True
+    from render.store import open_store
+
+    try:
+        return dict(open_store(saved).attrs) == dict(open_store(now).attrs)
+    except UserError:
+        return False
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
@@ -43,39 +107,61 @@ def list_components() -> str:
     return "\n".join(lines)
 
 
-def prepare_run_dir(cfg: Any, out: Path, resume: bool, overwrite: bool) -> bool:
-    """Create or check the run directory; returns True when resuming from a checkpoint."""
-    from training.trainer import CHECKPOINT
-
-    config_path, ckpt = out / "config.json", out / CHECKPOINT
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; choose a directory for the run")
-    if out.exists() and overwrite:
-        shutil.rmtree(out)
-    if config_path.exists():
-        if not resume:
-            raise UserError(f"{out} already holds a run; pass --resume to continue it or --overwrite to replace it")
-        saved = json.loads(config_path.read_text())
-        now = asdict(cfg)
-        diff = [k for k in now if k not in RESUMABLE_CHANGES | {"normalize"} and saved.get(k) != now[k]]
-        if diff:
-            raise UserError(f"cannot resume {out}: {', '.join(diff)} differ from the saved run; use another --out")
-        cfg.normalize = saved.get("normalize") or {}
-    out.mkdir(parents=True, exist_ok=True)
-    return resume and ckpt.exists()
+def saved_config(out: Path, resume: bool, overwrite: bool) -> dict[str, Any] | None:
+    """The saved config.json of a run to resume (None for a new run); refuses --resume with nothing to resume
+    and an existing run without --resume or --overwrite. Writes nothing."""
+    config_path = out / "config.json"
+    if overwrite or not config_path.exists():
+        if resume and not overwrite:
+            raise UserError(f"nothing to resume at {out} (no config.json); drop --resume to start it")
+        return None
+    if not resume:
+        raise UserError(f"{out} already holds a run; pass --resume to continue it or --overwrite to replace it")
+    try:
+        return json.loads(config_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{config_path} is unreadable ({type(exc).__name__}); use --overwrite to start over") from None
 
 
-def config_from_args(args: argparse.Namespace) -> Any:
-    from training.trainer import TrainConfig
+def check_resume(cfg: Any, saved: dict[str, Any], out: Path) -> None:
+    """A resumed run must be the saved one: only RESUMABLE_CHANGES may differ; the store is compared by identity
+    (resolved path or attributes), not as typed. Takes over the saved store path and normalisation."""
+    now = asdict(cfg)
+    skip = RESUMABLE_CHANGES | {"normalize", "data"}
+    diff = [k for k in now if k not in skip and saved.get(k) != now[k]]
+    if "data" in saved and not same_store(saved["data"], cfg.data):
+        diff.insert(0, "data")
+    if diff:
+        raise UserError(f"cannot resume {out}: {', '.join(diff)} differ from the saved run; use another --out")
+    cfg.data = saved.get("data", cfg.data)
+    cfg.normalize = saved.get("normalize") or {}
 
-    if args.steps <= 0 or args.lr <= 0:
-        raise UserError("--steps and --lr must be positive")
+
+def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
+    """The TrainConfig of the command line, 'auto' defaults resolved for the device; (config, auto keys).
+    Every value is checked here, before a store is read or a file written."""
+    from training.components import check_numbers
+    from training.trainer import TrainConfig, pick_device
+
     known = {f.name for f in fields(TrainConfig)}
     values = {k: getattr(args, k) for k in known if hasattr(args, k) and getattr(args, k) is not None}
+    values["data"] = store_path(args.data)
     values["objective_args"] = parse_kv(args.hp, "--hp")
     values["encoder_args"] = parse_kv(args.encoder_arg, "--encoder-arg")
     values["amp"] = not args.no_amp
-    return TrainConfig(**values)
+    auto = resolve_defaults(values, pick_device(args.device).type, saved)
+    cfg = TrainConfig(**values)
+    check_numbers(cfg)
+    if "batch_size" in auto and saved is None:
+        cfg.batch_size = fit_batch(cfg)
+    return cfg, auto
+
+
+def fit_batch(cfg: Any) -> int:
+    """The auto batch size, capped at the images the store holds (a small store is no error for a default)."""
+    from training.data import store_info
+
+    return min(cfg.batch_size, int(store_info(cfg.data, cfg.allow_partial, cfg.split).rows.size))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +169,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "train", help="train a self-supervised model on a store",
         description="Train an encoder with a self-supervised objective on a Zarr store, with views made by "
                     "image augmentations (DA) or latent transformations (LT). The run directory gets "
-                    "config.json, checkpoint.pt and metrics.jsonl/csv; --resume continues exactly.",
+                    "config.json, checkpoint.pt and metrics.jsonl/csv; --resume continues exactly (also after "
+                    "Ctrl-C). Defaults follow the device (auto): on a CPU " + _defaults_text("cpu") +
+                    " (a few minutes on 2 cores); on CUDA the papers' " + _defaults_text("cuda") + ".",
         epilog="examples:\n"
                "  ident3d train --list\n"
                "  ident3d train --data stores/c3d.zarr --objective infonce --views crop_large+colour "
@@ -97,16 +185,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--objective", default="infonce", help="objective name (default infonce)")
     p.add_argument("--views", default="crop_large+colour",
                    help="view maker: DA recipe(s) like crop_large+colour, lt_exact:VIEW or lt_nn:CHANGE")
-    p.add_argument("--encoder", default="resnet18", help="encoder name (default resnet18)")
+    p.add_argument("--encoder", default=AUTO,
+                   help=f"encoder name (default auto: {DEVICE_DEFAULTS['cpu']['encoder']} on a CPU, "
+                        f"{DEVICE_DEFAULTS['cuda']['encoder']} on CUDA)")
     p.add_argument("--out-dim", type=int, default=10, help="representation size (default 10)")
     p.add_argument("--constraint", default="none", choices=("none", "sphere", "box"), help="output constraint")
-    p.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")
-    p.add_argument("--batch-size", type=int, default=256,
+    p.add_argument("--steps", type=auto_int, default=AUTO,
+                   help=f"optimiser steps (default auto: {DEVICE_DEFAULTS['cpu']['steps']} on a CPU, "
+                        f"{DEVICE_DEFAULTS['cuda']['steps']} on CUDA)")
+    p.add_argument("--batch-size", type=auto_int, default=AUTO,
                    help="anchors per step, the GLOBAL batch across all processes/GPUs under torchrun (each "
                         "rank takes batch-size/N of the same rows one process would; must be divisible by N), "
                         "losses use the whole global batch; per-sample view parameters are drawn per rank and "
-                        "BatchNorm is synchronised only on GPU (default 256)")
-    p.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4)")
+                        "BatchNorm is synchronised only on GPU (default auto: "
+                        f"{DEVICE_DEFAULTS['cpu']['batch_size']} on a CPU, {DEVICE_DEFAULTS['cuda']['batch_size']} "
+                        "on CUDA)")
+    p.add_argument("--lr", type=auto_float, default=AUTO,
+                   help=f"Adam learning rate (default auto: {DEVICE_DEFAULTS['cpu']['lr']:g} on a CPU, "
+                        f"{DEVICE_DEFAULTS['cuda']['lr']:g} on CUDA)")
     p.add_argument("--seed", type=int, default=0, help="seed for weights, batches and views (default 0)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--split", help="use part of the store: train:0.9 (first 90%% of rows) or test:0.9")
@@ -125,18 +221,55 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def start_line(cfg: Any, auto: list[str]) -> str:
+    """The one line printed at start: device and the settings that came from the auto defaults."""
+    from training.trainer import pick_device
+
+    device = pick_device(cfg.device).type
+    chosen = {"encoder": cfg.encoder, "steps": f"{cfg.steps} steps", "batch_size": f"batch {cfg.batch_size}",
+              "lr": f"lr {cfg.lr:g}"}
+    text = f"training {cfg.objective} with {cfg.views} on {device}: " + ", ".join(chosen.values())
+    if auto:
+        flags = "/".join("--" + k.replace("_", "-") for k in auto)
+        text += f" (auto defaults for {device}; set {flags} to change)"
+    return text
+
+
+def check_early(cfg: Any) -> None:
+    """Check the view maker, objective, hyperparameters and encoder options without reading the store, so a
+    typo fails in a second, before the store's statistics are computed."""
+    from training.components import check_components
+    from training.views import Normalize, make_view_maker
+
+    make_view_maker(cfg.views, Normalize((0.0,) * 3, (1.0,) * 3))
+    check_components(cfg, image_size=64)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list:
         print(list_components())
         return 0
     if not args.data or not args.out:
         raise UserError("--data STORE and --out RUN_DIR are required (or --list)")
-    from training.trainer import train
+    from training.trainer import CHECKPOINT, TrainingInterrupted, train
 
-    cfg = config_from_args(args)
     out = Path(args.out)
-    resuming = prepare_run_dir(cfg, out, args.resume, args.overwrite)
-    last = train(cfg, out, resume=resuming, progress=not args.no_progress)
+    check_output_dir(out)
+    saved = saved_config(out, args.resume, args.overwrite)
+    cfg, auto = config_from_args(args, saved)
+    if saved is not None:
+        check_resume(cfg, saved, out)
+    check_early(cfg)
+    print(start_line(cfg, auto), flush=True)
+    clear = (lambda: shutil.rmtree(out)) if args.overwrite and out.exists() else None
+    try:
+        last = train(cfg, out, resume=saved is not None and (out / CHECKPOINT).exists(),
+                     progress=not args.no_progress, on_ready=clear, say=lambda text: print(text, flush=True))
+    except TrainingInterrupted as stop:
+        kept = f"the checkpoint of step {stop.checkpoint} is kept" if stop.checkpoint else "no checkpoint yet"
+        print(f"ident3d train: interrupted at step {stop.step} of {cfg.steps}; {kept}: re-run the same command with "
+              f"--resume to continue {out}", file=sys.stderr)
+        return 130
     loss = last.get("loss", float("nan"))
     print(f"trained {cfg.objective} with {cfg.views} to step {last.get('step')}: loss {loss:.4f} -> {out}")
     return 0

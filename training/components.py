@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +25,78 @@ class Run:
     loader: Any
 
 
+# arguments the trainer passes itself: not settable through --hp / --encoder-arg
+_FIXED_ARGS = {"self", "encoder", "out_dim", "constraint", "image_size"}
+
+
+def keyword_names(cls: type) -> list[str] | None:
+    """The keyword arguments ``cls(...)`` accepts besides the ones the trainer fills in; None if it takes **kwargs."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.name not in _FIXED_ARGS
+            and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+
+
+def check_keywords(kind: str, name: str, cls: type, given: dict[str, Any], flag: str) -> None:
+    """Refuse keys ``cls`` does not take, in our words (not Python's "unexpected keyword argument"),
+    listing the ones it does take."""
+    allowed = keyword_names(cls)
+    if allowed is None:
+        return
+    unknown = [k for k in given if k not in allowed]
+    if unknown:
+        takes = ", ".join(allowed) or "none"
+        raise UserError(f"{kind} {name} has no {flag} {unknown[0]!r}; it takes: {takes}")
+
+
+def check_numbers(cfg: Any, flag: Any = lambda key: "--" + key.replace("_", "-")) -> None:
+    """Refuse numeric settings that would crash or silently misbehave later (NaN/inf/negative learning rate,
+    zero steps, a zero checkpoint or log interval, ...); ``flag(key)`` names the setting in the message."""
+    def bad(key: str, want: str, example: str) -> UserError:
+        value = getattr(cfg, key)
+        return UserError(f"{flag(key)} must be {want}, got {value!r}; e.g. {flag(key)} {example}")
+
+    if not _finite(cfg.lr) or cfg.lr <= 0:
+        raise bad("lr", "a positive finite number", "1e-3")
+    for key, example in (("steps", "300"), ("log_every", "10"), ("checkpoint_every", "100"), ("out_dim", "10")):
+        if not isinstance(getattr(cfg, key), int) or getattr(cfg, key) < 1:
+            raise bad(key, "a whole number >= 1", example)
+    if not isinstance(cfg.batch_size, int) or cfg.batch_size < 2:
+        raise bad("batch_size", "a whole number >= 2", "128")
+    if not _finite(cfg.grad_clip) or cfg.grad_clip < 0:
+        raise bad("grad_clip", "a finite number >= 0 (0: off)", "1.0")
+    if not isinstance(cfg.num_workers, int) or cfg.num_workers < 0:
+        raise bad("num_workers", "a whole number >= 0", "0")
+
+
+def _finite(x: Any) -> bool:
+    """True for a real finite number (not a bool, string or NaN/inf)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def check_components(cfg: Any, image_size: int) -> tuple[Encoder, Objective]:
+    """Build the encoder and objective of ``cfg`` once (on no data) to check names, keys and values early:
+    a bad --hp or --encoder-arg fails here, before a store is read or a run directory is made."""
+    from training.encoders import ENCODERS
+
+    objective_cls = OBJECTIVES.get(cfg.objective)
+    check_keywords("objective", cfg.objective, objective_cls, cfg.objective_args, "hyperparameter")
+    check_keywords("encoder", cfg.encoder, ENCODERS.get(cfg.encoder), cfg.encoder_args, "option")
+    encoder = build_encoder(cfg.encoder, cfg.out_dim, image_size, cfg.constraint, **cfg.encoder_args)
+    if encoder.input_kind != "image":
+        raise UserError(f"encoder {cfg.encoder} takes vectors, not images; use cnn or resnet18 for a store")
+    try:
+        objective = objective_cls(encoder, **cfg.objective_args)
+    except UserError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"objective {cfg.objective}: {exc}") from None
+    return encoder, objective
+
+
 def build_encoder_for(cfg: Any, info: StoreInfo) -> Encoder:
+    """The run's encoder for the store's image size."""
     return build_encoder(cfg.encoder, cfg.out_dim, info.image_size, cfg.constraint, **cfg.encoder_args)
 
 
@@ -43,19 +116,14 @@ def build_views(cfg: Any, info: StoreInfo) -> ViewMaker:
 
 def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1) -> Run:
     """Everything the trainer needs, validated (one-line UserErrors for bad names and inputs)."""
+    check_numbers(cfg)
     objective_cls = OBJECTIVES.get(cfg.objective)
     info = store_info(cfg.data, allow_partial=cfg.allow_partial, split=cfg.split)
     views = build_views(cfg, info)
     if views.n_views != objective_cls.n_views:
         raise UserError(f"objective {cfg.objective} needs {objective_cls.n_views} views, {cfg.views} makes "
                         f"{views.n_views}")
-    encoder = build_encoder_for(cfg, info)
-    if encoder.input_kind != "image":
-        raise UserError(f"encoder {cfg.encoder} takes vectors, not images; use resnet18 or cnn for a store")
-    try:
-        objective = objective_cls(encoder, **cfg.objective_args)
-    except TypeError as exc:
-        raise UserError(f"objective {cfg.objective}: {exc}") from None
+    _, objective = check_components(cfg, info.image_size)
     keys = [k for k in views.requires if k.startswith("views/")]
     if keys:
         keys += [k.replace("/images", "/latents") for k in keys]

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
+import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +37,21 @@ from training.distributed import mean_across_ranks
 CHECKPOINT = "checkpoint.pt"
 
 
+ESTIMATE_AFTER = 3  # steps timed (after one warm-up step) before the run-time estimate is printed
+ESTIMATE_ABOVE_S = 60.0  # print the estimate only for runs longer than this
+
+
 class TrainingDiverged(UserError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during training: ``step`` is where it stopped, ``checkpoint`` the step of the last
+    checkpoint on disk (0: none yet), from which ``--resume`` continues exactly."""
+
+    def __init__(self, step: int, checkpoint: int):
+        super().__init__(step, checkpoint)
+        self.step, self.checkpoint = step, checkpoint
 
 
 @dataclass
@@ -134,12 +150,46 @@ class MetricsLog:
         """Drop rows logged after ``step`` (they belong to a run that did not reach its next checkpoint)."""
         if not self.jsonl.exists():
             return
-        rows = [json.loads(line) for line in self.jsonl.read_text().splitlines() if line.strip()]
-        keep = [r for r in rows if r["step"] <= step]
+        keep = [r for r in _json_lines(self.jsonl.read_text()) if r["step"] <= step]
         self.jsonl.write_text("".join(json.dumps(r) + "\n" for r in keep))
         self.csv.unlink(missing_ok=True)
         for r in keep:
             self._csv_row(r)
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON rows of a metrics file; a line cut short by an interrupt is dropped, not an error."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def estimate_text(seconds_per_step: float, steps_left: int) -> str:
+    """'about N min for S steps' (seconds under two minutes), from the timed steps' mean."""
+    total = seconds_per_step * steps_left
+    when = f"{total:.0f} s" if total < 120 else f"{total / 60:.0f} min" if total < 7200 else f"{total / 3600:.1f} h"
+    return f"estimated run time: about {when} for {steps_left} steps ({seconds_per_step:.2f} s/step)"
+
+
+def _clean_failed_start(run_dir: Path, created: bool) -> None:
+    """After a fresh run fails before its first checkpoint, remove what it wrote, so the corrected command
+    runs again without --overwrite: the whole directory if this run created it, else its own files."""
+    if created:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    for name in ("config.json", "metrics.jsonl", "metrics.csv"):
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def write_config(run_dir: Path, cfg: TrainConfig) -> None:
+    """config.json, written atomically (a temp file renamed into place)."""
+    tmp = run_dir / ".config.json.tmp"
+    tmp.write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    os.replace(tmp, run_dir / "config.json")
 
 
 def _distributed() -> tuple[int, int]:
@@ -151,8 +201,15 @@ def _distributed() -> tuple[int, int]:
     return (torch.distributed.get_rank(), world) if world > 1 else (0, 1)
 
 
-def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train ``cfg`` into ``run_dir``; returns the final step's metrics."""
+def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool = True,
+          on_ready: Callable[[], None] | None = None, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train ``cfg`` into ``run_dir``; returns the final step's metrics.
+
+    Nothing is written until the run is validated (names, store, views, batch size): then ``on_ready()`` is
+    called (e.g. to clear a run being overwritten), ``run_dir`` is made and config.json written. ``say``
+    gets the run-time estimate after the first few steps of a long run. Ctrl-C raises TrainingInterrupted
+    (the last checkpoint is kept); a fresh run failing before its first checkpoint leaves nothing behind.
+    """
     from training.components import build_run
 
     rank, world = _distributed()
@@ -167,8 +224,29 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
         start = int(state["step"])
     torch.manual_seed(cfg.seed)
     run = build_run(cfg, start_batch=start, rank=rank, world=world)  # validates names, store, views, batch size
+    created = not run_dir.exists()
     if rank == 0:  # written once everything is valid, with the store's normalisation statistics filled in
-        (run_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+        if on_ready is not None:
+            on_ready()
+            created = created or not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_config(run_dir, cfg)
+    try:
+        return _fit(cfg, run, run_dir, device, state, start, rank, world, progress, say)
+    except TrainingInterrupted:
+        raise
+    except KeyboardInterrupt:  # before the loop started
+        raise TrainingInterrupted(start, start if ckpt_path.exists() else 0) from None
+    except BaseException:
+        if rank == 0 and state is None and not ckpt_path.exists():
+            _clean_failed_start(run_dir, created)
+        raise
+
+
+def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state: dict[str, Any] | None, start: int,
+         rank: int, world: int, progress: bool, say: Callable[[str], None] | None) -> dict[str, Any]:
+    """The training loop proper (see ``train``)."""
+    ckpt_path = run_dir / CHECKPOINT
     objective: nn.Module = run.objective.to(device)
     if world > 1 and device.type == "cuda":  # global-batch BatchNorm statistics; torch has no CPU SyncBatchNorm
         objective = nn.SyncBatchNorm.convert_sync_batchnorm(objective)
@@ -190,6 +268,8 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
 
     bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", disable=not progress or rank != 0)
     t0 = time.perf_counter()
+    timer = StepTimer(start, cfg.steps, say if rank == 0 else None)
+    done, saved = start, start if state is not None else 0
     try:
         for step in range(start, cfg.steps):
             batch = {k: v.to(device, non_blocking=True) for k, v in next(loader).items()}
@@ -221,11 +301,37 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
                 bar.set_postfix(loss=f"{last['loss']:.4f}")
             if rank == 0 and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
                 save_checkpoint(ckpt_path, objective, optimizer, done, cfg)
+                saved = done
+            timer.tick(done)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(done, saved) from None
     finally:
         bar.close()
         if world > 1:
             torch.distributed.destroy_process_group()
     return last
+
+
+class StepTimer:
+    """Times the first few steps (after one warm-up step) and reports the estimated run time once, before a
+    long run goes on: a user who left the defaults on a slow machine learns it in seconds, not hours."""
+
+    def __init__(self, start: int, steps: int, say: Callable[[str], None] | None):
+        self.start, self.steps, self.say = start, steps, say
+        self.t0: float | None = None
+
+    def tick(self, done: int) -> None:
+        """Call after each step; ``done`` steps are finished."""
+        if self.say is None:
+            return
+        if done == self.start + 1:
+            self.t0 = time.perf_counter()
+        elif self.t0 is not None and done == self.start + 1 + ESTIMATE_AFTER:
+            per_step = (time.perf_counter() - self.t0) / ESTIMATE_AFTER
+            left = self.steps - self.start
+            if math.isfinite(per_step) and per_step * left > ESTIMATE_ABOVE_S:
+                self.say(estimate_text(per_step, left))
+            self.say = None
 
 
 def save_checkpoint(path: Path, objective: nn.Module, optimizer: torch.optim.Optimizer, step: int,

@@ -23,12 +23,20 @@ def make_view_maker(spec: str, normalize: Normalize, **options: Any) -> ViewMake
     if sep:
         key = {"lt_exact": "view", "lt_nn": "change"}.get(name)
         if key is None:
-            raise UserError(f"view maker {name!r} takes no ':' argument; only lt_exact:VIEW and lt_nn:CHANGE do")
+            raise UserError(f"view maker {name!r} takes no ':' argument; choose one of: {choices()}")
         return VIEWS.get(name)(normalize, **{key: arg}, **options)
     parts = [p.strip() for p in spec.split("+")]
     if len(parts) == 1 and parts[0] in VIEWS.names():
         return VIEWS.get(parts[0])(normalize, **options)
     if len(parts) > 1 and all(p in DA_RECIPES for p in parts):
         return DAViewMaker(normalize, recipes=parts, **options)
-    raise UserError(f"unknown view maker {spec!r}; choose one of: {', '.join(VIEWS.names())}, "
-                    f"or a '+' combination of {', '.join(DA_RECIPES)} (see ident3d train --list)")
+    bad = [p for p in parts if p not in DA_RECIPES] if len(parts) > 1 else parts
+    what = f"unknown view maker {spec!r}" if bad == parts else f"unknown DA recipe {bad[0]!r} in {spec!r}"
+    raise UserError(f"{what}; choose one of: {choices()} (see ident3d train --list)")
+
+
+def choices() -> str:
+    """The view makers as a user writes them: plain names, the LT makers with their argument, DA combinations."""
+    plain = [n for n in VIEWS.names() if n not in ("lt_exact", "lt_nn")]
+    return (f"{', '.join(plain)}, lt_exact:VIEW, lt_nn:CHANGE, or DA recipes joined by '+', e.g. crop_large+colour "
+            f"(recipes: {', '.join(DA_RECIPES)})")
