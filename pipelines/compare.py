@@ -316,6 +316,9 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
         cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1,
                                                       dashboard_address=":0", silence_logs=40)
         with Client(scheduler or cluster) as client:
+            from render.driver import dashboard_link
+
+            print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
             futs = {client.submit(run_cell, *args, d, v, s, cfg["train"], cfg.get("evaluate", {}), cfg.get("da_style"),
                                   pure=False): (n, s) for n, s, d, v in cells}
             for fut, key in futs.items():

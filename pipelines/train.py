@@ -7,6 +7,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -34,24 +35,22 @@ def _defaults_text(device: str) -> str:
     return f"{d['encoder']}, {d['steps']} steps, batch {d['batch_size']}, lr {d['lr']:g}"
 
 
-def auto_int(text: str) -> int | str:
-    """argparse type: a whole number or 'auto'."""
-    if text == AUTO:
-        return AUTO
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {text!r}") from None
+def auto_or(cast: type, what: str) -> Callable[[str], Any]:
+    """An argparse type: 'auto' or a value of ``cast`` (int: a whole number, float: a number)."""
+
+    def parse(text: str) -> Any:
+        if text == AUTO:
+            return AUTO
+        try:
+            return cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or 'auto', got {text!r}") from None
+
+    return parse
 
 
-def auto_float(text: str) -> float | str:
-    """argparse type: a number or 'auto'."""
-    if text == AUTO:
-        return AUTO
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+auto_int = auto_or(int, "a whole number")
+auto_float = auto_or(float, "a number")
 
 
 def resolve_defaults(values: dict[str, Any], device: str, saved: dict[str, Any] | None) -> list[str]:

@@ -316,7 +316,7 @@ def _run(plan: RenderPlan, client: Any, workers: int, overwrite: bool, retries: 
         if client is None:
             client, cluster = local_cluster(workers, max(1, (os.cpu_count() or 1) // max(1, workers)))
         if progress:
-            print(f"Dask dashboard: {_dashboard(client)}", flush=True)
+            print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
         _render(client, job, todo, retries, progress, report, group)
         report.workers_lost = _workers_lost(client, report.seconds)
         return report
@@ -326,7 +326,7 @@ def _run(plan: RenderPlan, client: Any, workers: int, overwrite: bool, retries: 
             cluster.close()
 
 
-def _dashboard(client: Any) -> str:
+def dashboard_link(client: Any) -> str:
     """The scheduler's dashboard link, or a note that it has none."""
     try:
         return str(client.dashboard_link)

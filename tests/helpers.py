@@ -11,3 +11,12 @@ def tree_digest(path) -> str:
         if p.is_file():
             h.update(str(p.relative_to(path)).encode() + p.read_bytes())
     return h.hexdigest()
+
+
+def render_tiny_store(out):
+    """The 96-image, 32 px Causal3DIdent store (with a `hues` LT view) that training tests train on."""
+    from render import render_store
+
+    assert render_store(out, scene="causal3dident", n=96, settings={"resolution": 32, "samples": 4},
+                        views="hues:hues", chunk_size=32, workers=2, progress=False).ok
+    return out

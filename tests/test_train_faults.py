@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import tree_digest
+from helpers import render_tiny_store, tree_digest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--encoder", "cnn", "--batch-size", "32", "--no-progress"]
@@ -35,12 +35,7 @@ def assert_refused(r, expected):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    from render import render_store
-
-    out = tmp_path_factory.mktemp("faults") / "tiny.zarr"
-    assert render_store(out, scene="causal3dident", n=96, settings={"resolution": 32, "samples": 4},
-                        views="hues:hues", chunk_size=32, workers=2, progress=False).ok
-    return out
+    return render_tiny_store(tmp_path_factory.mktemp("faults") / "tiny.zarr")
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import zarr
+from helpers import render_tiny_store
 
 from pipelines.cli import main
 
@@ -18,12 +19,7 @@ HUES = ["obj_hue", "spot_hue", "bg_hue"]
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    from render import render_store
-
-    out = tmp_path_factory.mktemp("train") / "c3d32.zarr"
-    assert render_store(out, scene="causal3dident", n=96, settings={"resolution": 32, "samples": 4},
-                        views="hues:hues", chunk_size=32, workers=2, progress=False).ok
-    return out
+    return render_tiny_store(tmp_path_factory.mktemp("train") / "c3d32.zarr")
 
 
 def train(store, out, *extra):
