@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from causal import Samples, load_scm
 from causal.errors import UserError
 from pipelines.files import check_output, write_atomic
+from render.driver import available_memory
 
 
 def sample_to_file(scm_name: str, n: int, seed: int, out: str | Path, start: int = 0,
@@ -20,27 +20,13 @@ def sample_to_file(scm_name: str, n: int, seed: int, out: str | Path, start: int
         raise UserError("--seed and --start must be non-negative")
     path = check_output(out, (".npz", ".csv"), overwrite)
     scm = load_scm(scm_name)
-    check_memory(n, len(scm.nodes) + 1, available_bytes())
+    check_memory(n, len(scm.nodes) + 1, available_memory())
     samples = scm.sample(n, seed=seed, start=start)
     write_atomic(path, samples.save)
     return samples
 
 
 BYTES_PER_VALUE = 32  # peak memory per sampled value (measured ~27: draws, intermediates, the output arrays)
-
-
-def available_bytes() -> int | None:
-    """Memory the process can still take (Linux MemAvailable, else free physical pages); None if unknown."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def check_memory(n: int, values_per_row: int, available: int | None) -> None:

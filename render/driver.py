@@ -232,8 +232,9 @@ def local_cluster(workers: int, threads: int) -> tuple[Any, Any]:
         signal.signal(signal.SIGINT, previous)
 
 
-def available_memory() -> int:
-    """Bytes of memory available to new processes (MemAvailable on Linux, else physical pages free)."""
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes (MemAvailable on Linux, else free physical pages); None if
+    unknown. Shared by the memory checks of rendering and sampling."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -241,7 +242,10 @@ def available_memory() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def worker_memory(resolution: int, chunk_size: int, n_views: int) -> int:
@@ -256,7 +260,7 @@ def check_memory(layout: dict[str, Any], workers: int, available: int | None = N
     res, chunk, views = int(layout["height"]), int(layout["chunk_size"]), len(layout.get("views", []))
     need = worker_memory(res, chunk, views) * workers
     have = available_memory() if available is None else available
-    if need > have:
+    if have is not None and need > have:
         raise UserError(f"{workers} worker(s) rendering {res} px images in chunks of {chunk} "
                         f"(x{1 + views} with views) need about {_gb(need)} of memory but {_gb(have)} is available; "
                         "lower --resolution, --chunk-size or --workers")
