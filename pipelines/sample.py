@@ -8,7 +8,7 @@ from pathlib import Path
 from causal import Samples, load_scm
 from causal.errors import UserError
 from pipelines.files import check_output, write_atomic
-from render.driver import available_memory
+from render.driver import available_memory, gb
 
 
 def sample_to_file(scm_name: str, n: int, seed: int, out: str | Path, start: int = 0,
@@ -37,12 +37,8 @@ def check_memory(n: int, values_per_row: int, available: int | None) -> None:
     need = n * values_per_row * BYTES_PER_VALUE
     if need > available:
         fit = max(1, available // (values_per_row * BYTES_PER_VALUE))
-        raise UserError(f"--n {n} needs about {_gb(need)} of memory, {_gb(available)} is available; sample at most "
+        raise UserError(f"--n {n} needs about {gb(need)} of memory, {gb(available)} is available; sample at most "
                         f"--n {fit} per file and split the rest with --start (rows are the same either way)")
-
-
-def _gb(nbytes: int) -> str:
-    return f"{nbytes / 2**30:,.1f} GB"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

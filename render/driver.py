@@ -262,12 +262,13 @@ def check_memory(layout: dict[str, Any], workers: int, available: int | None = N
     have = available_memory() if available is None else available
     if have is not None and need > have:
         raise UserError(f"{workers} worker(s) rendering {res} px images in chunks of {chunk} "
-                        f"(x{1 + views} with views) need about {_gb(need)} of memory but {_gb(have)} is available; "
+                        f"(x{1 + views} with views) need about {gb(need)} of memory but {gb(have)} is available; "
                         "lower --resolution, --chunk-size or --workers")
 
 
-def _gb(n: int) -> str:
-    return f"{n / 2**30:.1f} GB"
+def gb(nbytes: int) -> str:
+    """A byte count as GB for messages, e.g. '1,248.4 GB'."""
+    return f"{nbytes / 2**30:,.1f} GB"
 
 
 def default_workers(resolution: int) -> int:
