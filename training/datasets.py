@@ -1,0 +1,165 @@
+"""Image benchmarks of paper 004 (MNIST, FashionMNIST, EMNIST, CIFAR10, CelebA) read by torchvision from a
+local root, scikit-learn's bundled digits, and a writer that turns any of them into an ident3d store
+(images uint8 (N, H, W, 3), labels as latents and the main label as classes) so the trainer, ``ident3d
+evaluate`` and ``ident3d probe`` read them like rendered stores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from causal.errors import UserError
+from render.store import FORMAT_VERSION, ChunkData, n_chunks, prepare, write_chunk
+
+HAIR_COLOURS = ("Black_Hair", "Blond_Hair", "Brown_Hair", "Gray_Hair")  # CelebA's hair-colour attributes
+
+
+@dataclass(frozen=True)
+class ImageDataset:
+    """Images uint8 (N, H, W, 3) and one or more integer labels; ``labels`` keeps the main one first."""
+
+    name: str
+    images: np.ndarray
+    labels: dict[str, np.ndarray]
+    label_names: dict[str, list[str]]
+
+    @property
+    def classes(self) -> np.ndarray:
+        """The main label (the one probes classify)."""
+        return next(iter(self.labels.values()))
+
+
+def resize(images: np.ndarray, size: int) -> np.ndarray:
+    """uint8 (N, H, W, C) -> uint8 (N, size, size, C), bilinear with antialiasing."""
+    if images.shape[1] == size and images.shape[2] == size:
+        return images
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float()
+    y = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
+    return y.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+
+
+def to_rgb(images: np.ndarray) -> np.ndarray:
+    """(N, H, W) grey or (N, H, W, 3) -> (N, H, W, 3) uint8."""
+    images = np.asarray(images)
+    return np.repeat(images[..., None], 3, axis=-1) if images.ndim == 3 else images
+
+
+def digits(size: int = 28) -> ImageDataset:
+    """scikit-learn's bundled 8x8 digits (1797 images, 10 classes), scaled to 0-255 and upsampled to ``size``."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    grey = np.round(d.images * (255.0 / 16.0)).astype(np.uint8)
+    return ImageDataset("digits", resize(to_rgb(grey), size), {"digit": d.target.astype(np.int64)},
+                        {"digit": [str(i) for i in range(10)]})
+
+
+def _torchvision(name: str, make: Callable[[], Any], root: str) -> Any:
+    """Build a torchvision dataset; missing files become one line naming the root and how to get them."""
+    try:
+        return make()
+    except (RuntimeError, FileNotFoundError, OSError) as exc:
+        if "download" not in str(exc).lower() and not isinstance(exc, FileNotFoundError):
+            raise
+        raise UserError(f"{name}: its files are not under {root}; download them with `ident3d dataset {name} "
+                        f"--root {root} --download --out STORE` (needs the internet) or copy torchvision's files "
+                        "there") from None
+
+
+def torchvision_dataset(name: str, root: str, train: bool = True, download: bool = False,
+                        size: int | None = None) -> ImageDataset:
+    """MNIST, FashionMNIST, EMNIST (balanced split), CIFAR10 or CelebA (64 px; gender and hair colour) from ``root``."""
+    import torchvision.datasets as tvd
+
+    split = "train" if train else "test"
+    if name in ("mnist", "fashionmnist", "emnist"):
+        cls = {"mnist": tvd.MNIST, "fashionmnist": tvd.FashionMNIST, "emnist": tvd.EMNIST}[name]
+        kw = {"split": "balanced"} if name == "emnist" else {}
+        ds = _torchvision(name, lambda: cls(root, train=train, download=download, **kw), root)
+        grey = ds.data.numpy()
+        if name == "emnist":  # EMNIST's files store images transposed
+            grey = grey.transpose(0, 2, 1)
+        return ImageDataset(name, resize(to_rgb(grey), size or 28), {"class": ds.targets.numpy().astype(np.int64)},
+                            {"class": [str(c) for c in ds.classes]})
+    if name == "cifar10":
+        ds = _torchvision(name, lambda: tvd.CIFAR10(root, train=train, download=download), root)
+        return ImageDataset(name, resize(ds.data, size or 32), {"class": np.asarray(ds.targets, np.int64)},
+                            {"class": list(ds.classes)})
+    if name == "celeba":
+        ds = _torchvision(name, lambda: tvd.CelebA(root, split=split, target_type="attr", download=download), root)
+        return celeba_arrays(ds, size or 64)
+    raise UserError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
+
+
+def celeba_arrays(ds: Any, size: int) -> ImageDataset:
+    """CelebA images centre-cropped to 140 px and resized to ``size``; labels gender and hair colour (5 classes)."""
+    names = list(ds.attr_names)
+    attrs = ds.attr.numpy()
+    male = attrs[:, names.index("Male")].astype(np.int64)
+    hair_cols = attrs[:, [names.index(h) for h in HAIR_COLOURS]]
+    hair = np.where(hair_cols.any(1), hair_cols.argmax(1), len(HAIR_COLOURS)).astype(np.int64)
+    images = np.empty((len(ds), size, size, 3), np.uint8)
+    for i in range(len(ds)):
+        img = np.asarray(ds[i][0].convert("RGB"))
+        top, left = (img.shape[0] - 140) // 2, (img.shape[1] - 140) // 2
+        images[i] = resize(img[None, top:top + 140, left:left + 140], size)[0]
+    return ImageDataset("celeba", images, {"gender": male, "hair_colour": hair},
+                        {"gender": ["female", "male"], "hair_colour": [*HAIR_COLOURS, "other"]})
+
+
+DATASETS = ("digits", "mnist", "fashionmnist", "emnist", "cifar10", "celeba")
+
+
+def load_dataset(name: str, root: str | None = None, train: bool = True, download: bool = False,
+                 size: int | None = None) -> ImageDataset:
+    """A dataset by name: ``digits`` needs nothing; the torchvision ones need ``root`` (and ``download`` to fetch)."""
+    name = name.lower()
+    if name == "digits":
+        return digits(size or 28)
+    if name not in DATASETS:
+        raise UserError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
+    if root is None:
+        raise UserError(f"dataset {name} needs --root, the folder holding torchvision's {name} files")
+    return torchvision_dataset(name, root, train, download, size)
+
+
+def store_attrs(ds: ImageDataset, chunk_size: int, source: str) -> dict[str, Any]:
+    """Store attributes: the labels as latents of a small SCM spec (one categorical class node + one node per
+    label), so evaluation's latent and class reports work unchanged."""
+    main = next(iter(ds.labels))
+    nodes: list[dict[str, Any]] = [{"name": "class", "mechanism": {
+        "type": "categorical", "categories": ds.label_names[main],
+        "probs": [1.0 / len(ds.label_names[main])] * len(ds.label_names[main])}}]
+    nodes += [{"name": k, "range": [0, max(1, len(ds.label_names[k]) - 1)], "mechanism": {"type": "uniform"}}
+              for k in ds.labels]
+    return {"format_version": FORMAT_VERSION, "scene": f"dataset:{ds.name}", "scene_spec": {"dataset": ds.name},
+            "scm": {"name": ds.name, "class_node": "class", "nodes": nodes}, "latent_names": list(ds.labels),
+            "latent_groups": {}, "class_node": "class", "class_names": ds.label_names[main],
+            "label_names": ds.label_names, "change_sets": {}, "render": {"source": source},
+            "seed": 0, "n": int(len(ds.images)), "chunk_size": chunk_size, "views": {}, "view_seeds": None,
+            "latents_source": source, "latents_sha256": None,
+            "created": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def write_dataset_store(ds: ImageDataset, out: str | Path, chunk_size: int = 256, overwrite: bool = False,
+                        source: str = "") -> str:
+    """Write ``ds`` as an ident3d store at ``out`` (refused if it exists, unless ``overwrite``); returns the path."""
+    out = str(out)
+    if Path(out).exists() and not overwrite:
+        raise UserError(f"{out} already exists; pass --overwrite to replace it")
+    n = len(ds.images)
+    layout = {"n": n, "chunk_size": chunk_size, "height": ds.images.shape[1], "width": ds.images.shape[2],
+              "n_latents": len(ds.labels), "has_classes": True, "views": []}
+    group = prepare(out, store_attrs(ds, chunk_size, source or ds.name), layout, overwrite)
+    latents = np.stack(list(ds.labels.values()), axis=1).astype(np.float32)
+    for k in range(n_chunks(n, chunk_size)):
+        sl = slice(k * chunk_size, min(n, (k + 1) * chunk_size))
+        write_chunk(group, k, ChunkData(ds.images[sl], latents[sl], ds.classes[sl]), {})
+    return out

@@ -1,0 +1,67 @@
+"""Base of the generative objectives: a Gaussian posterior (mean = the encoder's output, log-variance from
+an extra head on the encoder's features) and a decoder mirroring the encoder.
+
+The encoder's output is the posterior mean, so ``representation(x)`` (what evaluation encodes) is that mean.
+Views arrive normalised with the store's statistics, so reconstructions and the likelihood variance are in
+normalised pixel units; grey encoders (channels=1) reconstruct the channel mean.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from causal.errors import UserError
+from training import gen_encoders  # noqa: F401  (registers mlp_vae and resnet_vae)
+from training.decoders import build_decoder
+from training.gen_encoders import to_channels
+from training.objectives.base import Objective
+from training.objectives.gaussian import sample_posterior
+from training.views import paper004  # noqa: F401  (registers the paper004_* view makers)
+
+LOGVAR_RANGE = (-12.0, 8.0)  # clamp of the posterior log-variance: keeps exp() finite early in training
+
+
+def feature_dim(encoder: nn.Module) -> int:
+    """Width of ``encoder.features``: the input size of its last Linear layer (its output head)."""
+    linears = [m for m in encoder.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise UserError(f"encoder {getattr(encoder, 'registry_name', '?')} has no linear output head")
+    return linears[-1].in_features
+
+
+class GenerativeObjective(Objective):
+    """Shared parts of vae, beta_vae, cr_vae and simvae (not registered itself)."""
+
+    def __init__(self, encoder: nn.Module, **hparams: Any):
+        super().__init__(encoder, **hparams)
+        if getattr(encoder, "constraint", "none") != "none":
+            raise UserError(f"{type(self).__name__}: the posterior mean must be unconstrained; use --constraint none")
+        lik_var = hparams.get("lik_var", 1.0)
+        if not lik_var > 0:
+            raise UserError(f"lik_var must be > 0, got {lik_var}")
+        self.channels = int(getattr(encoder, "channels", 3))
+        self.logvar_head = nn.Sequential(nn.ReLU(), nn.Linear(feature_dim(encoder), encoder.out_dim))
+        self.decoder = build_decoder(encoder)
+
+    def posterior(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, log-variance) of q(z|x), each (B, Z)."""
+        h = self.encoder.features(x)
+        return self.encoder.head(h), self.logvar_head(h).clamp(*LOGVAR_RANGE)
+
+    def target(self, x: torch.Tensor) -> torch.Tensor:
+        """What the decoder reconstructs: the view itself, or its channel mean for grey encoders."""
+        return to_channels(x, self.channels)
+
+    def encode_sample(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(mean, log-variance, one posterior draw z, its reconstruction) of a view."""
+        mu, logvar = self.posterior(x)
+        z = sample_posterior(mu, logvar)
+        return mu, logvar, z, self.decoder(z)
+
+    @torch.no_grad()
+    def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
+        """Decoder output at the posterior mean (for figures and reconstruction MSE), in target units."""
+        return self.decoder(self.encoder(x))
