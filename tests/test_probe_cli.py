@@ -1,0 +1,96 @@
+"""``ident3d dataset`` and ``ident3d probe``: stores from sklearn digits, probe reports and figures, and
+one-line errors (exit 2) for bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from causal.errors import UserError
+from pipelines import dataset, probe
+
+
+def run_cli(argv, capsys):
+    """Run the subcommands through the ident3d parser (with ours added) and return (exit code, stdout, stderr)."""
+    from pipelines import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for module in (dataset, probe):
+        if module.__name__.split(".")[-1] not in sub.choices:
+            module.add_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        code = int(args.run(args) or 0)
+    except UserError as exc:
+        print(f"ident3d {args.command}: error: {exc}", file=__import__("sys").stderr)
+        code = 2
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A digits store (via the CLI's function) and a 20-step infonce run on it (no decoder of its own)."""
+    from training.datasets import digits, write_dataset_store
+    from training.trainer import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("probe")
+    store = write_dataset_store(digits(28), root / "digits.zarr")
+    cfg = TrainConfig(data=store, objective="infonce", views="paper004_grey", encoder="mlp_vae",
+                      encoder_args={"channels": 1, "hidden": [64, 64, 128]}, out_dim=10, steps=20, batch_size=64,
+                      lr=1e-3, checkpoint_every=20)
+    train(cfg, root / "run", progress=False)
+    return root, store
+
+
+def test_dataset_cli_writes_a_labelled_store(tmp_path, capsys):
+    from training.data import store_info
+
+    code, out, _ = run_cli(["dataset", "digits", "--size", "32", "--out", str(tmp_path / "d.zarr")], capsys)
+    assert code == 0 and "1797 images of 32 px" in out
+    info = store_info(str(tmp_path / "d.zarr"))
+    assert info.image_size == 32 and info.class_names == [str(i) for i in range(10)] and info.rows.size == 1797
+    code, _, err = run_cli(["dataset", "digits", "--out", str(tmp_path / "d.zarr")], capsys)
+    assert code == 2 and "already exists" in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_torchvision_files_are_one_line(tmp_path, capsys):
+    code, _, err = run_cli(["dataset", "mnist", "--root", str(tmp_path), "--out", str(tmp_path / "m.zarr")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert str(tmp_path) in err and "--download" in err and not (tmp_path / "m.zarr").exists()
+
+
+def test_probe_reports_scores_and_a_reconstruction_figure(trained, tmp_path, capsys):
+    root, store = trained
+    out, fig = tmp_path / "p.json", tmp_path / "r.png"
+    code, text, _ = run_cli(["probe", "--run", str(root / "run"), "--store", store, "--out", str(out),
+                             "--figure", str(fig)], capsys)
+    assert code == 0 and "| infonce |" in text
+    report = json.loads(out.read_text())
+    s = report["scores"]
+    assert 0.5 < s["linear"] <= 1 and 0.5 < s["knn"] <= 1 and 0 < s["gmm_nmi"] <= 1 and 0 < s["recon_mse"] < 0.2
+    assert report["recon_method"].startswith("decoder fit on frozen features")
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(fig)[..., :3]
+    assert pixels.shape[0] > 50 and pixels.std() > 0.05  # not a blank canvas
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--store", "nowhere.zarr"], "not a Zarr store"),
+    (["--dataset", "mnist"], "needs --root"),
+    (["--dataset", "imagenet", "--root", "."], "unknown dataset"),
+])
+def test_probe_bad_input_is_one_line_exit_2(trained, argv, words, capsys):
+    root, _ = trained
+    code, _, err = run_cli(["probe", "--run", str(root / "run"), *argv], capsys)
+    assert code == 2 and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_probe_refuses_a_missing_run_and_a_size_mismatch(trained, tmp_path, capsys):
+    root, store = trained
+    code, _, err = run_cli(["probe", "--run", str(tmp_path), "--store", store], capsys)
+    assert code == 2 and "not a run directory" in err
+    with pytest.raises(UserError, match="trained on 28 px"):
+        probe.probe_images(str(root / "run"), np.zeros((100, 32, 32, 3), np.uint8), np.arange(100) % 2)
