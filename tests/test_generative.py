@@ -137,8 +137,8 @@ def digits_store(tmp_path_factory):
 
 @pytest.mark.parametrize("objective", ["vae", "beta_vae", "cr_vae", "simvae"])
 def test_short_training_on_digits_lowers_the_loss_and_probes_above_chance(objective, digits_store, tmp_path):
+    from evaluation.probe_run import encode, load_objective
     from evaluation.probes import linear_probe_accuracy
-    from pipelines.probe import encode, load_objective
     from training.datasets import digits
     from training.trainer import TrainConfig, train
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from causal.errors import UserError
+from evaluation.probe_run import probe_images
 from pipelines import dataset, probe
 
 
@@ -93,4 +94,4 @@ def test_probe_refuses_a_missing_run_and_a_size_mismatch(trained, tmp_path, caps
     code, _, err = run_cli(["probe", "--run", str(tmp_path), "--store", store], capsys)
     assert code == 2 and "not a run directory" in err
     with pytest.raises(UserError, match="trained on 28 px"):
-        probe.probe_images(str(root / "run"), np.zeros((100, 32, 32, 3), np.uint8), np.arange(100) % 2)
+        probe_images(str(root / "run"), np.zeros((100, 32, 32, 3), np.uint8), np.arange(100) % 2)

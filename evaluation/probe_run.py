@@ -1,0 +1,120 @@
+"""Probe a trained run on labelled images as paper 004 does: classification probes on its representation
+and reconstructions (the run's own decoder, or a decoder fit on frozen features for discriminative runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from causal.errors import UserError
+
+
+def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]:
+    """(TrainConfig, objective with trained weights, in eval mode) of a run, built for ``image_size`` px."""
+    from evaluation.encode import load_run
+    from training.data import store_info
+    from training.encoders import build_encoder
+    from training.objectives import OBJECTIVES
+
+    cfg, state = load_run(run_dir)
+    if Path(cfg.data).exists():
+        trained = store_info(cfg.data, allow_partial=True).image_size
+        if trained != image_size:
+            raise UserError(f"the run was trained on {trained} px images but the probe data has {image_size} px; "
+                            f"probe on data of the same size (ident3d dataset ... --size {trained})")
+    encoder = build_encoder(cfg.encoder, cfg.out_dim, image_size, cfg.constraint, **cfg.encoder_args)
+    objective = OBJECTIVES.get(cfg.objective)(encoder, **cfg.objective_args)
+    objective.load_state_dict(state["model"])
+    return cfg, objective.eval()
+
+
+@torch.no_grad()
+def encode(objective: torch.nn.Module, cfg: Any, images: np.ndarray,
+           batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(representations (N, Z), normalised images (N, 3, H, W)) of uint8 images (N, H, W, 3)."""
+    from training.views import Normalize, to_float
+
+    norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
+    x = torch.cat([norm(to_float(torch.from_numpy(images[i:i + batch_size])))
+                   for i in range(0, len(images), batch_size)])
+    z = torch.cat([objective.representation(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])
+    return z.float().numpy(), x.numpy()
+
+
+def unnormalise(x: np.ndarray, mean: list[float], std: list[float]) -> np.ndarray:
+    """Normalised images (N, C, H, W) back to [0, 1] pixels; one channel (a grey target) uses the channel averages."""
+    m, s = np.asarray(mean, float), np.asarray(std, float)
+    if x.shape[1] == 1:
+        m, s = m.mean(keepdims=True), s.mean(keepdims=True)
+    return x * s.reshape(1, -1, 1, 1) + m.reshape(1, -1, 1, 1)
+
+
+@torch.no_grad()
+def reconstructions(objective: torch.nn.Module, x: np.ndarray, z: np.ndarray, fit: np.ndarray, seed: int = 0,
+                    epochs: int = 30) -> tuple[np.ndarray, np.ndarray, str]:
+    """(targets, reconstructions, how) for all rows, normalised: the run's own decoder if it has one
+    (generative objectives), else a decoder fit on the ``fit`` rows' frozen features (``evaluation.recon_probe``)."""
+    xt = torch.from_numpy(x)
+    if hasattr(objective, "reconstruct"):
+        target = objective.target(xt).numpy()
+        rec = torch.cat([objective.reconstruct(xt[i:i + 256]) for i in range(0, len(xt), 256)]).numpy()
+        return target, rec, "own decoder"
+    from evaluation.recon_probe import decode, fit_decoder
+
+    with torch.enable_grad():
+        decoder = fit_decoder(z[fit], x[fit], epochs=epochs, seed=seed)
+    return x, decode(decoder, z), f"decoder fit on frozen features ({epochs} epochs)"
+
+
+def probe_images(run_dir: str, images: np.ndarray, classes: np.ndarray, fit_fraction: float = 0.5, seed: int = 0,
+                 recon: bool = True, figure: str | Path | None = None, n_figure: int = 10) -> dict[str, Any]:
+    """Probe a run on labelled uint8 images (N, H, W, 3): a seeded random split into fit and test rows, the
+    classification probes on the representation and (``recon``) the test rows' reconstruction MSE in [0, 1]
+    pixel units; ``figure`` saves originals vs reconstructions of the first test rows."""
+    from evaluation.probe_suite import classification_probes
+    from evaluation.uniformity import reconstruction_mse
+
+    if not 0 < fit_fraction < 1:
+        raise UserError(f"--fit-fraction must be between 0 and 1, got {fit_fraction}")
+    n = len(images)
+    order = np.random.default_rng(seed).permutation(n)
+    cut = int(round(n * fit_fraction))
+    fit, test = np.sort(order[:cut]), np.sort(order[cut:])
+    if min(len(fit), len(test)) < 20 or len(np.unique(classes[fit])) < 2:
+        raise UserError(f"probing needs at least 20 images on each side of the split and 2 classes; got {n} images")
+    cfg, objective = load_objective(run_dir, images.shape[1])
+    z, x = encode(objective, cfg, images)
+    report: dict[str, Any] = {"run": str(run_dir), "objective": cfg.objective, "views": cfg.views,
+                              "n_fit": len(fit), "n_test": len(test), "dim": int(z.shape[1]),
+                              "scores": classification_probes(z[fit], classes[fit], z[test], classes[test], seed)}
+    if recon or figure:
+        target, rec, how = reconstructions(objective, x, z, fit, seed)
+        target = unnormalise(target, cfg.normalize["mean"], cfg.normalize["std"])
+        rec = unnormalise(rec, cfg.normalize["mean"], cfg.normalize["std"])
+        report["scores"]["recon_mse"] = reconstruction_mse(target[test], np.clip(rec[test], 0, 1))
+        report["recon_method"] = how
+        if figure:
+            from evaluation.figures_recon import reconstruction_figure
+
+            show = test[:n_figure]
+            reconstruction_figure(target[show], {cfg.objective: rec[show]}, figure, title=str(run_dir))
+            report["figure"] = str(figure)
+    report["markdown"] = markdown({cfg.objective: report["scores"]})
+    return report
+
+
+COLUMNS = (("linear", "linear"), ("mlp", "MLP"), ("knn", "kNN"), ("gmm_accuracy", "GMM acc"), ("gmm_nmi", "GMM NMI"),
+           ("gmm_ari", "GMM ARI"), ("recon_mse", "recon MSE"))
+
+
+def markdown(rows: dict[str, dict[str, float]]) -> str:
+    """A markdown table with one row per method (accuracies in %, reconstruction MSE as is)."""
+    cols = [(k, t) for k, t in COLUMNS if any(k in r for r in rows.values())]
+    lines = ["| method | " + " | ".join(t for _, t in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name, r in rows.items():
+        cells = [("-" if k not in r else f"{r[k]:.4f}" if k == "recon_mse" else f"{100 * r[k]:.1f}") for k, _ in cols]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
