@@ -129,3 +129,6 @@ def build_encoder(name: str, out_dim: int, image_size: int, constraint: str = "n
         return cls(out_dim=out_dim, constraint=constraint, image_size=image_size, **options)
     except TypeError as exc:
         raise UserError(f"encoder {name}: {exc}") from None
+
+
+from training import flows  # noqa: E402,F401  (registers the gin encoder)
