@@ -69,41 +69,62 @@ def reconstructions(objective: torch.nn.Module, x: np.ndarray, z: np.ndarray, fi
     return x, decode(decoder, z), f"decoder fit on frozen features ({epochs} epochs)"
 
 
-def probe_images(run_dir: str, images: np.ndarray, classes: np.ndarray, fit_fraction: float = 0.5, seed: int = 0,
-                 recon: bool = True, figure: str | Path | None = None, n_figure: int = 10) -> dict[str, Any]:
-    """Probe a run on labelled uint8 images (N, H, W, 3): a seeded random split into fit and test rows, the
-    classification probes on the representation and (``recon``) the test rows' reconstruction MSE in [0, 1]
-    pixel units; ``figure`` saves originals vs reconstructions of the first test rows."""
+def split_rows(n: int, fit_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random split of ``n`` rows into sorted (fit, test) row ids."""
+    if not 0 < fit_fraction < 1:
+        raise UserError(f"--fit-fraction must be between 0 and 1, got {fit_fraction}")
+    order = np.random.default_rng(seed).permutation(n)
+    cut = int(round(n * fit_fraction))
+    return np.sort(order[:cut]), np.sort(order[cut:])
+
+
+def probe_run(run_dir: str, images: np.ndarray, classes: np.ndarray, fit: np.ndarray, test: np.ndarray,
+              seed: int = 0, recon: bool = True) -> tuple[dict[str, Any], np.ndarray | None]:
+    """One run's report (classification probes on its representation; with ``recon`` the test rows'
+    reconstruction MSE in [0, 1] pixels) and its reconstructions of the test rows in [0, 1] (None without recon)."""
     from evaluation.probe_suite import classification_probes
     from evaluation.uniformity import reconstruction_mse
 
-    if not 0 < fit_fraction < 1:
-        raise UserError(f"--fit-fraction must be between 0 and 1, got {fit_fraction}")
-    n = len(images)
-    order = np.random.default_rng(seed).permutation(n)
-    cut = int(round(n * fit_fraction))
-    fit, test = np.sort(order[:cut]), np.sort(order[cut:])
-    if min(len(fit), len(test)) < 20 or len(np.unique(classes[fit])) < 2:
-        raise UserError(f"probing needs at least 20 images on each side of the split and 2 classes; got {n} images")
     cfg, objective = load_objective(run_dir, images.shape[1])
     z, x = encode(objective, cfg, images)
     report: dict[str, Any] = {"run": str(run_dir), "objective": cfg.objective, "views": cfg.views,
                               "n_fit": len(fit), "n_test": len(test), "dim": int(z.shape[1]),
                               "scores": classification_probes(z[fit], classes[fit], z[test], classes[test], seed)}
-    if recon or figure:
-        target, rec, how = reconstructions(objective, x, z, fit, seed)
-        target = unnormalise(target, cfg.normalize["mean"], cfg.normalize["std"])
-        rec = unnormalise(rec, cfg.normalize["mean"], cfg.normalize["std"])
-        report["scores"]["recon_mse"] = reconstruction_mse(target[test], np.clip(rec[test], 0, 1))
-        report["recon_method"] = how
-        if figure:
-            from evaluation.figures_recon import reconstruction_figure
+    if not recon:
+        return report, None
+    target, rec, how = reconstructions(objective, x, z, fit, seed)
+    target = unnormalise(target, cfg.normalize["mean"], cfg.normalize["std"])[test]
+    rec = np.clip(unnormalise(rec, cfg.normalize["mean"], cfg.normalize["std"])[test], 0, 1)
+    report["scores"]["recon_mse"] = reconstruction_mse(target, rec)
+    report["recon_method"] = how
+    return report, rec
 
-            show = test[:n_figure]
-            reconstruction_figure(target[show], {cfg.objective: rec[show]}, figure, title=str(run_dir))
-            report["figure"] = str(figure)
-    report["markdown"] = markdown({cfg.objective: report["scores"]})
-    return report
+
+def probe_images(run_dirs: str | list[str], images: np.ndarray, classes: np.ndarray, fit_fraction: float = 0.5,
+                 seed: int = 0, recon: bool = True, figure: str | Path | None = None,
+                 n_figure: int = 10) -> dict[str, Any]:
+    """Probe one or more runs on labelled uint8 images (N, H, W, 3), all on the same seeded fit/test split:
+    {"runs": [one report each], "markdown": one table row per run}; ``figure`` saves the first test images
+    above each run's reconstructions of them (paper 004's Fig. 2)."""
+    runs = [run_dirs] if isinstance(run_dirs, str) else list(run_dirs)
+    fit, test = split_rows(len(images), fit_fraction, seed)
+    if min(len(fit), len(test)) < 20 or len(np.unique(classes[fit])) < 2:
+        raise UserError(f"probing needs at least 20 images on each side of the split and 2 classes; "
+                        f"got {len(images)} images")
+    reports, recs = [], {}
+    for run_dir in runs:
+        report, rec = probe_run(run_dir, images, classes, fit, test, seed, recon or figure is not None)
+        reports.append(report)
+        recs[f"{Path(run_dir).name} ({report['objective']})"] = rec
+    out: dict[str, Any] = {"runs": reports, "seed": seed, "fit_fraction": fit_fraction,
+                           "markdown": markdown({k: r["scores"] for k, r in zip(recs, reports, strict=True)})}
+    if figure is not None:
+        from evaluation.figures_recon import reconstruction_figure
+
+        show = slice(0, n_figure)
+        reconstruction_figure(images[test][show] / 255.0, {k: v[show] for k, v in recs.items()}, figure)
+        out["figure"] = str(figure)
+    return out
 
 
 COLUMNS = (("linear", "linear"), ("mlp", "MLP"), ("knn", "kNN"), ("gmm_accuracy", "GMM acc"), ("gmm_nmi", "GMM NMI"),

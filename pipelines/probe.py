@@ -46,9 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "the rest; plus the reconstruction MSE in [0, 1] pixels (generative runs use their decoder, "
                     "discriminative runs a decoder fit on their frozen features).",
         epilog="examples:\n  ident3d probe --run runs/simvae --store stores/digits.zarr --out probe.json\n"
+               "  ident3d probe --run runs/vae --run runs/simvae --run runs/simclr --store stores/digits.zarr "
+               "--figure fig2.png\n"
                "  ident3d probe --run runs/vae --dataset mnist --root ~/data --figure recon.png",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", dest="run_dir", required=True, metavar="RUN_DIR", help="a run directory (ident3d train)")
+    p.add_argument("--run", dest="run_dirs", action="append", required=True, metavar="RUN_DIR",
+                   help="a run directory (ident3d train); repeat to compare runs in one table and figure")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--store", help="a labelled store (e.g. made by `ident3d dataset`)")
     src.add_argument("--dataset", help="a dataset by name: digits, mnist, fashionmnist, emnist, cifar10, celeba")
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     out = check_output(args.out, (".json",), args.overwrite) if args.out else None
     figure = check_output(args.figure, (".png",), args.overwrite) if args.figure else None
     images, classes = labelled_images(args.store, args.dataset, args.root, args.max_images)
-    report = probe_images(args.run_dir, images, classes, args.fit_fraction, args.seed, recon=not args.no_recon,
+    report = probe_images(args.run_dirs, images, classes, args.fit_fraction, args.seed, recon=not args.no_recon,
                           figure=figure)
     print(report["markdown"])
     if out:

@@ -32,16 +32,17 @@ def run_cli(argv, capsys):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A digits store (via the CLI's function) and a 20-step infonce run on it (no decoder of its own)."""
+    """A digits store and two 20-step runs on it: infonce (no decoder of its own) and vae."""
     from training.datasets import digits, write_dataset_store
     from training.trainer import TrainConfig, train
 
     root = tmp_path_factory.mktemp("probe")
     store = write_dataset_store(digits(28), root / "digits.zarr")
-    cfg = TrainConfig(data=store, objective="infonce", views="paper004_grey", encoder="mlp_vae",
-                      encoder_args={"channels": 1, "hidden": [64, 64, 128]}, out_dim=10, steps=20, batch_size=64,
-                      lr=1e-3, checkpoint_every=20)
-    train(cfg, root / "run", progress=False)
+    for name, objective in (("run", "infonce"), ("vae_run", "vae")):
+        cfg = TrainConfig(data=store, objective=objective, views="paper004_grey", encoder="mlp_vae",
+                          encoder_args={"channels": 1, "hidden": [64, 64, 128]}, out_dim=10, steps=20,
+                          batch_size=64, lr=1e-3, checkpoint_every=20)
+        train(cfg, root / name, progress=False)
     return root, store
 
 
@@ -56,6 +57,30 @@ def test_dataset_cli_writes_a_labelled_store(tmp_path, capsys):
     assert code == 2 and "already exists" in err and len(err.strip().splitlines()) == 1
 
 
+def write_idx(path, array):
+    """An array in the IDX format of MNIST's files (unsigned bytes, big-endian sizes)."""
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def test_mnist_is_read_by_torchvision_from_a_local_root(tmp_path, capsys):
+    """A 12-image stand-in written in MNIST's own file format, read through torchvision into a store."""
+    from training.datasets import load_dataset
+
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    images, labels = rng.integers(0, 256, (12, 28, 28)), np.arange(12) % 10
+    for split in ("train", "t10k"):
+        write_idx(raw / f"{split}-images-idx3-ubyte", images)
+        write_idx(raw / f"{split}-labels-idx1-ubyte", labels)
+    ds = load_dataset("mnist", str(tmp_path), size=32)
+    assert ds.images.shape == (12, 32, 32, 3) and ds.labels["class"].tolist() == labels.tolist()
+    assert (load_dataset("mnist", str(tmp_path)).images[..., 1] == images).all()  # 28 px: the bytes as written
+    code, out, _ = run_cli(["dataset", "mnist", "--root", str(tmp_path), "--out", str(tmp_path / "m.zarr")], capsys)
+    assert code == 0 and "12 images of 28 px" in out
+
+
 def test_missing_torchvision_files_are_one_line(tmp_path, capsys):
     code, _, err = run_cli(["dataset", "mnist", "--root", str(tmp_path), "--out", str(tmp_path / "m.zarr")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
@@ -65,17 +90,35 @@ def test_missing_torchvision_files_are_one_line(tmp_path, capsys):
 def test_probe_reports_scores_and_a_reconstruction_figure(trained, tmp_path, capsys):
     root, store = trained
     out, fig = tmp_path / "p.json", tmp_path / "r.png"
-    code, text, _ = run_cli(["probe", "--run", str(root / "run"), "--store", store, "--out", str(out),
-                             "--figure", str(fig)], capsys)
-    assert code == 0 and "| infonce |" in text
-    report = json.loads(out.read_text())
-    s = report["scores"]
+    code, text, _ = run_cli(["probe", "--run", str(root / "run"), "--store", store, "--max-images", "600",
+                             "--out", str(out), "--figure", str(fig)], capsys)
+    assert code == 0 and "| run (infonce) |" in text
+    run = json.loads(out.read_text())["runs"][0]
+    s = run["scores"]
     assert 0.5 < s["linear"] <= 1 and 0.5 < s["knn"] <= 1 and 0 < s["gmm_nmi"] <= 1 and 0 < s["recon_mse"] < 0.2
-    assert report["recon_method"].startswith("decoder fit on frozen features")
+    assert run["recon_method"].startswith("decoder fit on frozen features")
     import matplotlib.image
 
     pixels = matplotlib.image.imread(fig)[..., :3]
     assert pixels.shape[0] > 50 and pixels.std() > 0.05  # not a blank canvas
+
+
+def test_probe_compares_runs_in_one_table_and_figure(trained, tmp_path):
+    from training.datasets import digits
+
+    root, _ = trained
+    data = digits(28)
+    images, classes = data.images[:400], data.classes[:400]
+    one = probe_images([str(root / "run")], images, classes, figure=tmp_path / "one.png")
+    two = probe_images([str(root / "run"), str(root / "vae_run")], images, classes, figure=tmp_path / "two.png")
+    assert [r["objective"] for r in two["runs"]] == ["infonce", "vae"]
+    assert two["runs"][1]["recon_method"] == "own decoder"
+    assert two["runs"][0]["scores"] == one["runs"][0]["scores"]  # the same split and seed for every run
+    assert "| run (infonce) |" in two["markdown"] and "| vae_run (vae) |" in two["markdown"]
+    import matplotlib.image
+
+    h1, h2 = (matplotlib.image.imread(tmp_path / f).shape[0] for f in ("one.png", "two.png"))
+    assert h2 > h1  # one more row of reconstructions
 
 
 @pytest.mark.parametrize("argv, words", [
