@@ -175,3 +175,26 @@ def test_short_training_on_digits_lowers_the_loss_and_beats_a_random_encoder(obj
     half = len(z) // 2
     acc = linear_probe_accuracy(z[:half], data.classes[:half], z[half:], data.classes[half:])
     assert acc > 0.5 and acc > random_init_accuracy + 0.03, (acc, random_init_accuracy)  # chance is 0.1
+
+
+def test_resnet_vae_trains_through_the_trainer_on_a_32px_store(tmp_path):
+    from training.datasets import digits, write_dataset_store
+    from training.trainer import TrainConfig, train
+
+    store = write_dataset_store(digits(32), tmp_path / "d32.zarr")
+    cfg = TrainConfig(data=str(store), objective="simvae", views="paper004_colour", encoder="resnet_vae", out_dim=64,
+                      steps=3, batch_size=16, lr=1e-3, log_every=1, checkpoint_every=3)
+    last = train(cfg, tmp_path / "run", progress=False)
+    assert last["step"] == 3 and math.isfinite(last["loss"]) and last["entropy"] != 0
+
+
+def test_paper004_views_crop_within_their_scale():
+    from training.views import Normalize, make_view_maker
+
+    maker = make_view_maker("paper004_grey", Normalize((0.0,) * 3, (1.0,) * 3))
+    batch = {"images": torch.randint(0, 256, (64, 28, 28, 3), dtype=torch.uint8)}
+    views = maker(batch, torch.Generator().manual_seed(0))
+    assert len(views) == 2 and views[0].shape == (64, 3, 28, 28) and not torch.equal(views[0], views[1])
+    box = maker.last_params["view0/crop_box"]  # (B, 4, 2) corners in input pixels
+    area = ((box[:, 1, 0] - box[:, 0, 0] + 1) * (box[:, 2, 1] - box[:, 1, 1] + 1)) / 28**2
+    assert area.min() >= 0.4 - 0.06 and area.max() <= 1.0 + 1e-6 and area.min() < 0.7  # scale (0.4, 1), not 0.8
