@@ -19,8 +19,13 @@ def _round(x: float) -> float:
 
 
 def content_style_spec(n_content: int = 5, n_style: int = 5, seed: int = 0,
-                       p_change: float = 0.75, sigma_change: float = 1.0) -> dict[str, Any]:
-    """The paper-000 synthetic SCM as a spec dict; LT on change set ``style`` makes its pairs."""
+                       p_change: float = 0.75, sigma_change: float = 1.0,
+                       statistical: bool = True, causal: bool = True) -> dict[str, Any]:
+    """The paper-000 synthetic SCM as a spec dict; LT on change set ``style`` makes its pairs.
+
+    ``statistical=False`` makes Sigma the identity, ``causal=False`` drops s += B c + a: the paper's four
+    dependence settings (B, a and Sigma are still drawn, so switching one off leaves the other unchanged).
+    """
     rs = np.random.default_rng(seed)
     n = n_content + n_style
     sigma = wishart(df=n, scale=np.eye(n)).rvs(random_state=rs)
@@ -28,6 +33,10 @@ def content_style_spec(n_content: int = 5, n_style: int = 5, seed: int = 0,
     sigma = sigma / np.outer(d, d)  # unit variances keep every latent on the same scale
     b = rs.normal(size=(n_style, n_content)) / np.sqrt(n_content)
     a = rs.normal(size=n_style)
+    if not statistical:
+        sigma = np.eye(n)
+    if not causal:
+        b, a = np.zeros_like(b), np.zeros_like(a)
     mix = np.eye(n)
     mix[n_content:, :n_content] = b
     cov = mix @ sigma @ mix.T
@@ -53,7 +62,8 @@ def content_style_spec(n_content: int = 5, n_style: int = 5, seed: int = 0,
         })
     return {
         "name": "content_style",
-        "description": (f"synthetic content/style SCM (n_c={n_content}, n_s={n_style}, seed={seed}): "
+        "description": (f"synthetic content/style SCM (n_c={n_content}, n_s={n_style}, seed={seed}, "
+                        f"statistical={statistical}, causal={causal}): "
                         "Wishart-correlated Gaussian latents, style += B content + a"),
         "nodes": nodes,
         "change_sets": {"style": ["style"]},

@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from causal.errors import UserError
-from pipelines import check, compare, dataset, demo, evaluate, probe, render, sample, scm, show, train
+from pipelines import check, compare, dataset, demo, evaluate, probe, render, sample, scm, show, synthetic, train
 
-SUBCOMMANDS = (demo, sample, scm, render, show, check, train, evaluate, compare, dataset, probe)
+SUBCOMMANDS = (demo, sample, scm, render, show, check, train, evaluate, compare, synthetic, dataset, probe)
 
 
 class _Parser(argparse.ArgumentParser):

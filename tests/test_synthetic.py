@@ -1,28 +1,118 @@
-"""Synthetic pairs: the mixing is invertible, pairs differ only in the change set, batches repeat."""
+"""Synthetic latents, conditionals, mixings and sources (papers 000/001): checked against independent formulas
+(scipy's truncated normal, the vMF mean resultant length, binomial change rates), and the sources' determinism."""
+
+import math
 
 import numpy as np
+import pytest
 import torch
+from scipy.special import ive
+from scipy.stats import truncnorm
 
-from causal import load_scm
-from training.synthetic import InvertibleMixing, SyntheticPairs
+from causal.errors import UserError
+from training.objectives.functional import lp_pow_matrix
+from training.synthetic import InvertibleMixing
+from training.synthetic import spaces
+from training.synthetic.sources import LatentPairs, SCMPairs, make_source
+from training.trainer import lr_factor
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
 
 def test_mixing_is_invertible_and_nonlinear():
     g = InvertibleMixing(10, seed=1)
-    z = torch.randn(500, 10)
+    z = torch.rand(2000, 10)
     x = g(z)
-    assert torch.allclose(g.inverse(x), z, atol=1e-4)
-    lin = torch.linalg.lstsq(torch.cat([z, torch.ones(500, 1)], 1), x).solution
-    resid = x - torch.cat([z, torch.ones(500, 1)], 1) @ lin
+    assert (g.inverse(x) - z).abs().max() < 1e-4
+    design = torch.cat([z, torch.ones(2000, 1)], 1)
+    resid = x - design @ torch.linalg.lstsq(design, x).solution
     assert resid.var() / x.var() > 0.01  # not a linear map
 
 
-def test_pairs_change_only_the_style_and_are_reproducible():
-    scm = load_scm("content_style")
-    ds = SyntheticPairs(scm, "style", InvertibleMixing(10, seed=0), batch_size=2000, seed=3)
-    b = ds.batch(5)
-    z, zt = b["latents"].numpy(), b["latents_view"].numpy()
-    assert np.array_equal(z[:, :5], zt[:, :5])
-    assert abs((z[:, 5:] != zt[:, 5:]).mean() - 0.75) < 0.03  # p_change = 0.75 per style dim
-    assert torch.equal(ds.batch(5)["x"], b["x"]) and not torch.equal(ds.batch(6)["x"], b["x"])
-    assert torch.allclose(b["x"], InvertibleMixing(10, seed=0)(b["latents"]))
+def test_truncated_normal_matches_scipy_near_the_edge():
+    mu, s = 0.02, 0.05  # mu close to 0: the truncation matters
+    x = spaces.truncated("normal", torch.full((200_000, 1), mu), s, gen(), 0.0, 1.0).double()
+    ref = truncnorm((0 - mu) / s, (1 - mu) / s, loc=mu, scale=s)
+    assert x.min() >= 0 and x.max() <= 1
+    assert abs(x.mean().item() - ref.mean()) < 4 * ref.std() / math.sqrt(len(x))
+    assert abs(x.std().item() - ref.std()) < 0.01 * ref.std()
+
+
+def test_laplace_scale_and_box_truncation():
+    b = 0.05
+    x = spaces.truncated("laplace", torch.full((200_000, 1), 0.5), b, gen(1), 0.0, 1.0)
+    assert abs((x - 0.5).abs().mean().item() - b) < 0.001  # E|x - mu| = b for the (barely truncated) Laplace
+    edge = spaces.truncated("laplace", torch.full((50_000, 1), 0.99), b, gen(2), 0.0, 1.0)
+    assert edge.max() <= 1.0 and (edge > 0.99).float().mean() < 0.5  # mass pushed below the edge
+
+
+def test_vmf_mean_cosine_is_the_bessel_ratio():
+    d, kappa = 10, 50.0
+    mu = spaces.sample_marginal("sphere", 50_000, d, gen(3))
+    x = spaces.vmf(mu, kappa, gen(4))
+    assert torch.allclose(x.norm(dim=1), torch.ones(len(x)), atol=1e-5)
+    expected = ive(d / 2, kappa) / ive(d / 2 - 1, kappa)  # A_d(kappa), the vMF mean resultant length
+    assert abs((x * mu).sum(1).mean().item() - expected) < 0.002
+    tangent = x - (x * mu).sum(1, keepdim=True) * mu  # rotationally symmetric about mu
+    assert tangent.mean(0).abs().max() < 0.01
+
+
+def test_lp_pow_matrix_p1_equals_the_broadcast_form():
+    a, b = torch.randn(40, 7), torch.randn(30, 7)
+    ref = (a.unsqueeze(1) - b.unsqueeze(0)).abs().sum(-1)
+    assert torch.allclose(lp_pow_matrix(a, b, 1), ref, atol=1e-5)
+
+
+def test_latent_pairs_are_a_pure_function_of_seed_and_batch():
+    src = LatentPairs(256, seed=5, space="box", conditional="normal", scale=0.05)
+    b = src.batch(3)
+    assert torch.equal(src.batch(3)["x0"], b["x0"]) and not torch.equal(src.batch(4)["x0"], b["x0"])
+    assert torch.allclose(b["x0"], src.mix(b["latents"]))
+    z = b["latents"]
+    zt = src.mixing.inverse(b["x1"])
+    assert 0.03 < (zt - z).std().item() < 0.06  # the positive is a 0.05-normal step away
+    x_eval, z_eval = src.eval_set(100, seed=1)
+    assert not torch.equal(z_eval, src.eval_set(100, seed=2)[1]) and torch.allclose(x_eval, src.mix(z_eval))
+
+
+@pytest.mark.parametrize("p_change", [0.25, 1.0])
+def test_scm_pairs_keep_content_and_change_each_style_latent_with_probability_p(p_change):
+    n = 4000
+    src = SCMPairs(n, seed=1, p_change=p_change)
+    z, zt = src._latents(n, 0)
+    assert torch.equal(z[:, :5], zt[:, :5])  # content never changes
+    rate = (z[:, 5:] != zt[:, 5:]).double().mean(0).numpy()
+    sd = math.sqrt(max(p_change * (1 - p_change), 1e-12) / n)
+    assert np.all(np.abs(rate - p_change) < 4 * sd + 1e-12), rate  # binomial: each style dim, within 4 sigma
+
+
+def test_content_style_dependence_switches():
+    def corr(**args):
+        z = SCMPairs(20_000, seed=2, scm_args=args)._latents(20_000, 0)[0].numpy()
+        return np.abs(np.corrcoef(z.T)[:5, 5:]).max()
+
+    assert corr() > 0.2  # statistical + causal: style depends on content
+    assert corr(statistical=False, causal=False) < 0.05
+
+
+def test_bad_source_settings_are_one_line_user_errors():
+    for spec, words in [({"kind": "nope"}, "unknown synthetic source"),
+                        ({"kind": "latent_pairs", "spce": "box"}, "no option 'spce'"),
+                        ({"kind": "latent_pairs", "conditional": "vmf"}, "sphere"),
+                        ({"kind": "latent_pairs", "scale": float("nan")}, "positive number"),
+                        ({"kind": "scm_pairs", "p_change": 2}, "p_change"),
+                        ({"kind": "scm_pairs", "scm": "causal3dident"}, "class node")]:
+        with pytest.raises(UserError, match=words) as err:
+            make_source(spec, 8, 0, "cpu")
+        assert "\n" not in str(err.value)
+
+
+def test_lr_factor_warms_up_then_decays():
+    assert lr_factor(0, 100, warmup=10) == pytest.approx(0.1)
+    assert lr_factor(9, 100, warmup=10) == pytest.approx(1.0)
+    assert lr_factor(50, 100, warmup=10, schedule="constant") == 1.0
+    assert lr_factor(10, 100, warmup=10, schedule="cosine") == pytest.approx(1.0)
+    assert lr_factor(55, 100, warmup=10, schedule="cosine") == pytest.approx(0.5)
+    assert lr_factor(99, 100, warmup=10, schedule="cosine") < 0.001

@@ -25,23 +25,27 @@ class Run:
     loader: Any
 
 
+SYNTHETIC = "synthetic"  # TrainConfig.data of runs on a synthetic source (TrainConfig.source) instead of a store
+
 # arguments the trainer passes itself: not settable through --hp / --encoder-arg
 _FIXED_ARGS = {"self", "encoder", "out_dim", "constraint", "image_size"}
 
 
-def keyword_names(cls: type) -> list[str] | None:
-    """The keyword arguments ``cls(...)`` accepts besides the ones the trainer fills in; None if it takes **kwargs."""
-    params = inspect.signature(cls.__init__).parameters.values()
+def keyword_names(cls: Any, fixed: frozenset[str] | set[str] = _FIXED_ARGS) -> list[str] | None:
+    """The keyword arguments ``cls(...)`` (a class or a function) accepts besides the ``fixed`` ones the caller
+    fills in; None if it takes **kwargs."""
+    params = inspect.signature(cls if inspect.isfunction(cls) else cls.__init__).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
-    return [p.name for p in params if p.name not in _FIXED_ARGS
+    return [p.name for p in params if p.name not in fixed
             and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
 
 
-def check_keywords(kind: str, name: str, cls: type, given: dict[str, Any], flag: str) -> None:
+def check_keywords(kind: str, name: str, cls: Any, given: dict[str, Any], flag: str,
+                   fixed: frozenset[str] | set[str] = _FIXED_ARGS) -> None:
     """Refuse keys ``cls`` does not take, in our words (not Python's "unexpected keyword argument"),
     listing the ones it does take."""
-    allowed = keyword_names(cls)
+    allowed = keyword_names(cls, fixed)
     if allowed is None:
         return
     unknown = [k for k in given if k not in allowed]
@@ -66,6 +70,12 @@ def check_numbers(cfg: Any, flag: Any = lambda key: "--" + key.replace("_", "-")
         raise bad("batch_size", "a whole number >= 2", "128")
     if not _finite(cfg.grad_clip) or cfg.grad_clip < 0:
         raise bad("grad_clip", "a finite number >= 0 (0: off)", "1.0")
+    if not isinstance(cfg.warmup_steps, int) or isinstance(cfg.warmup_steps, bool) or cfg.warmup_steps < 0:
+        raise bad("warmup_steps", "a whole number >= 0 (0: no warm-up)", "100")
+    from training.trainer import SCHEDULES
+
+    if cfg.schedule not in SCHEDULES:
+        raise bad("schedule", f"one of {', '.join(SCHEDULES)}", "cosine")
     if not isinstance(cfg.num_workers, int) or cfg.num_workers < 0:
         raise bad("num_workers", "a whole number >= 0", "0")
 
@@ -75,17 +85,24 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def check_components(cfg: Any, image_size: int) -> tuple[Encoder, Objective]:
+def check_components(cfg: Any, image_size: int, input_kind: str = "image",
+                     in_dim: int | None = None) -> tuple[Encoder, Objective]:
     """Build the encoder and objective of ``cfg`` once (on no data) to check names, keys and values early:
-    a bad --hp or --encoder-arg fails here, before a store is read or a run directory is made."""
+    a bad --hp or --encoder-arg fails here, before a store is read or a run directory is made. Vector encoders
+    (``input_kind="vector"``, synthetic data) get ``in_dim`` unless the config sets it."""
     from training.encoders import ENCODERS
 
     objective_cls = OBJECTIVES.get(cfg.objective)
     check_keywords("objective", cfg.objective, objective_cls, cfg.objective_args, "hyperparameter")
-    check_keywords("encoder", cfg.encoder, ENCODERS.get(cfg.encoder), cfg.encoder_args, "option")
-    encoder = build_encoder(cfg.encoder, cfg.out_dim, image_size, cfg.constraint, **cfg.encoder_args)
-    if encoder.input_kind != "image":
-        raise UserError(f"encoder {cfg.encoder} takes vectors, not images; use cnn or resnet18 for a store")
+    encoder_cls = ENCODERS.get(cfg.encoder)
+    check_keywords("encoder", cfg.encoder, encoder_cls, cfg.encoder_args, "option")
+    if encoder_cls.input_kind != input_kind:
+        use = "cnn or resnet18 for a store" if input_kind == "image" else "mlp (or gin) for synthetic data"
+        raise UserError(f"encoder {cfg.encoder} takes {encoder_cls.input_kind}s, not {input_kind}s; use {use}")
+    options = dict(cfg.encoder_args)
+    if in_dim is not None:
+        options.setdefault("in_dim", in_dim)
+    encoder = build_encoder(cfg.encoder, cfg.out_dim, image_size, cfg.constraint, **options)
     try:
         objective = objective_cls(encoder, **cfg.objective_args)
     except UserError:
@@ -114,9 +131,14 @@ def build_views(cfg: Any, info: StoreInfo) -> ViewMaker:
     return views
 
 
-def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1) -> Run:
-    """Everything the trainer needs, validated (one-line UserErrors for bad names and inputs)."""
+def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, device: Any = "cpu") -> Run:
+    """Everything the trainer needs, validated (one-line UserErrors for bad names and inputs); synthetic data
+    (``cfg.data == "synthetic"``) is generated on ``device``."""
     check_numbers(cfg)
+    if cfg.data == SYNTHETIC:
+        from training.synthetic.run import build_synthetic_run
+
+        return build_synthetic_run(cfg, start_batch, rank, world, device)
     objective_cls = OBJECTIVES.get(cfg.objective)
     info = store_info(cfg.data, allow_partial=cfg.allow_partial, split=cfg.split)
     views = build_views(cfg, info)

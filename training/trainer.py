@@ -80,6 +80,23 @@ class TrainConfig:
     objective_args: dict[str, Any] = field(default_factory=dict)
     encoder_args: dict[str, Any] = field(default_factory=dict)
     normalize: dict[str, list[float]] = field(default_factory=dict)  # filled from the store
+    schedule: str = "constant"  # learning rate after warm-up: constant, or cosine decay to 0 at the last step
+    warmup_steps: int = 0  # linear warm-up from lr / warmup_steps to lr
+    source: dict[str, Any] = field(default_factory=dict)  # data == "synthetic": the source spec (training.synthetic)
+
+
+SCHEDULES = ("constant", "cosine")
+
+
+def lr_factor(step: int, steps: int, warmup: int = 0, schedule: str = "constant") -> float:
+    """The multiplier of the base lr at 0-based ``step``: linear warm-up over ``warmup`` steps, then constant or
+    a cosine from 1 down to 0 at the last step. A pure function of the step, so a resumed run continues it."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    span = max(steps - warmup, 1)
+    return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / span))
 
 
 def pick_device(want: str) -> torch.device:
@@ -202,12 +219,15 @@ def _distributed() -> tuple[int, int]:
 
 
 def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool = True,
-          on_ready: Callable[[], None] | None = None, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+          on_ready: Callable[[], None] | None = None, say: Callable[[str], None] | None = None,
+          on_checkpoint: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Train ``cfg`` into ``run_dir``; returns the final step's metrics.
 
     Nothing is written until the run is validated (names, store, views, batch size): then ``on_ready()`` is
     called (e.g. to clear a run being overwritten), ``run_dir`` is made and config.json written. ``say``
-    gets the run-time estimate after the first few steps of a long run. Ctrl-C raises TrainingInterrupted
+    gets the run-time estimate after the first few steps of a long run. ``on_checkpoint(step, seconds)`` is called
+    after each checkpoint is written, with the training time so far (its own time is not counted), e.g. to score
+    the run along the way. Ctrl-C raises TrainingInterrupted
     (the last checkpoint is kept); a fresh run failing before its first checkpoint leaves nothing behind.
     """
     from training.components import build_run
@@ -223,7 +243,7 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
         state = load_checkpoint(ckpt_path)
         start = int(state["step"])
     torch.manual_seed(cfg.seed)
-    run = build_run(cfg, start_batch=start, rank=rank, world=world)  # validates names, store, views, batch size
+    run = build_run(cfg, start_batch=start, rank=rank, world=world, device=device)  # validates names, data, views
     created = not run_dir.exists()
     if rank == 0:  # written once everything is valid, with the store's normalisation statistics filled in
         if on_ready is not None:
@@ -232,7 +252,7 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
         run_dir.mkdir(parents=True, exist_ok=True)
         write_config(run_dir, cfg)
     try:
-        return _fit(cfg, run, run_dir, device, state, start, rank, world, progress, say)
+        return _fit(cfg, run, run_dir, device, state, start, rank, world, progress, say, on_checkpoint)
     except TrainingInterrupted:
         raise
     except KeyboardInterrupt:  # before the loop started
@@ -244,7 +264,8 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
 
 
 def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state: dict[str, Any] | None, start: int,
-         rank: int, world: int, progress: bool, say: Callable[[str], None] | None) -> dict[str, Any]:
+         rank: int, world: int, progress: bool, say: Callable[[str], None] | None,
+         on_checkpoint: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """The training loop proper (see ``train``)."""
     ckpt_path = run_dir / CHECKPOINT
     objective: nn.Module = run.objective.to(device)
@@ -285,6 +306,8 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
             loss.backward()
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(objective.parameters(), cfg.grad_clip)
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup_steps, cfg.schedule)
             optimizer.step()
             objective.after_step(step, cfg.steps)
             done = step + 1
@@ -302,6 +325,10 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
             if rank == 0 and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
                 save_checkpoint(ckpt_path, objective, optimizer, done, cfg)
                 saved = done
+                if on_checkpoint is not None:
+                    paused = time.perf_counter()
+                    on_checkpoint(done, paused - t0)
+                    t0 += time.perf_counter() - paused
             timer.tick(done)
     except KeyboardInterrupt:
         raise TrainingInterrupted(done, saved) from None

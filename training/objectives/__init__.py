@@ -4,9 +4,13 @@ from training.objectives import (  # noqa: F401  (imported for their registratio
     align_maxent,
     barlow_twins,
     byol,
+    cr_vae,
+    gin_nll,
     infonce,
     lp_infonce,
     moco_v2,
+    simvae,
+    vae,
     vicreg,
 )
 from training.objectives.base import Objective

@@ -1,0 +1,124 @@
+"""Metric vs wall time of paper 001's synthetic setting under a training schedule (the paper's, or a fast one).
+
+One run of the project's trainer (``training.train`` on a synthetic source); at every checkpoint the run is
+scored on held-out draws (linear R^2 and MCC; scoring time is not counted as training time). Writes JSON with
+the curve and prints it. Example (the two settings the README reports, on 2 threads):
+
+    python benchmarks/synthetic_schedule.py --setting box_normal_p2 --schedule fast --threads 2 \
+        --out results/synthetic/schedule_box_normal_p2_fast.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluation.synthetic import evaluate_synthetic  # noqa: E402
+from training.trainer import TrainConfig, train  # noqa: E402
+
+SETTINGS = {  # paper 001's box experiments: p = 2 is scored by linear R^2, p = 1 by MCC
+    "box_normal_p2": {"source": {"kind": "latent_pairs", "space": "box", "conditional": "normal", "scale": 0.05},
+                      "p": 2},
+    "box_laplace_p1": {"source": {"kind": "latent_pairs", "space": "box", "conditional": "laplace", "scale": 0.05},
+                       "p": 1},
+}
+PAPER_HIDDEN = [100, 500, 500, 500, 500, 100]
+FAST = {"lr": 2e-3, "batch_size": 512, "warmup_steps": 200, "schedule": "cosine", "hidden": [100, 200, 200, 100]}
+SCHEDULES = {  # the fast ones are configs/synthetic/paper001.yaml's rows
+    "paper": {"lr": 1e-4, "batch_size": 6144, "steps": 300_000, "warmup_steps": 0, "schedule": "constant",
+              "hidden": PAPER_HIDDEN},
+    "fast_p2": {**FAST, "steps": 8000},
+    "fast_p1": {**FAST, "steps": 10000},
+}
+
+
+def config(setting: str, sched: dict, steps: int, eval_every: int, seed: int) -> TrainConfig:
+    """The trainer config of ``setting`` under schedule ``sched`` (paper 001's loss with rolled negatives)."""
+    s = SETTINGS[setting]
+    return TrainConfig(data="synthetic", source=dict(s["source"]), objective="lp_infonce",
+                       objective_args={"p": s["p"], "negatives": "rolled"}, encoder="mlp",
+                       encoder_args={"hidden": sched["hidden"]}, out_dim=10, steps=steps,
+                       batch_size=sched["batch_size"], lr=sched["lr"], schedule=sched["schedule"],
+                       warmup_steps=sched["warmup_steps"], seed=seed, log_every=eval_every,
+                       checkpoint_every=eval_every, device="cpu", amp=False)
+
+
+def fit_steps(setting: str, sched: dict, seconds: float, seed: int, probe: int = 30) -> tuple[int, float]:
+    """(steps that fit in ``seconds`` of training, seconds per step), from ``probe`` timed steps of the same run."""
+    tmp = Path(tempfile.mkdtemp(prefix="synthetic_probe_"))
+    try:
+        last = train(config(setting, sched, probe + 5, probe + 5, seed), tmp / "run", progress=False)
+        rows = [json.loads(line) for line in (tmp / "run" / "metrics.jsonl").read_text().splitlines()]
+        per_step = rows[-1]["seconds"] / last["step"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return int(0.97 * seconds / per_step), per_step
+
+
+def run(setting: str, sched: dict, seconds: float, eval_every: int, threads: int, seed: int,
+        n_eval: int) -> dict:
+    """Train until ``sched['steps']`` (``"fit"``: as many as fit in ``seconds``) or ``seconds`` of training,
+    scoring every ``eval_every`` steps."""
+    torch.set_num_threads(threads)
+    steps, per_step = sched["steps"], None
+    if steps == "fit":
+        steps, per_step = fit_steps(setting, sched, seconds, seed)
+        print(f"{per_step:.4f} s/step: {steps} steps fit in {seconds:.0f} s", flush=True)
+    cfg = config(setting, sched, steps, eval_every, seed)
+    curve: list[dict] = []
+    run_dir = Path(tempfile.mkdtemp(prefix="synthetic_schedule_")) / "run"
+
+    class Budget(Exception):
+        pass
+
+    def on_checkpoint(step: int, elapsed: float) -> None:
+        scores = evaluate_synthetic(run_dir, n_eval, n_eval)
+        curve.append({"step": step, "seconds": round(elapsed, 1), "linear_r2": round(scores["linear_r2"], 4),
+                      "mcc": round(scores["mcc"], 4)})
+        print(json.dumps(curve[-1]), flush=True)
+        if elapsed > seconds:
+            raise Budget
+
+    t = time.perf_counter()
+    try:
+        train(cfg, run_dir, progress=False, on_checkpoint=on_checkpoint)
+    except Budget:
+        pass
+    finally:
+        shutil.rmtree(run_dir.parent, ignore_errors=True)
+    return {"setting": setting, "schedule": {**sched, "steps": steps}, "probe_s_per_step": per_step,
+            "threads": threads, "seed": seed, "budget_s": seconds,
+            "wall_s": round(time.perf_counter() - t, 1), "curve": curve}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--setting", choices=sorted(SETTINGS), required=True)
+    ap.add_argument("--schedule", default="paper", help=f"a named schedule ({', '.join(SCHEDULES)}) or a JSON dict")
+    ap.add_argument("--seconds", type=float, default=900.0, help="stop after this much training time")
+    ap.add_argument("--eval-every", type=int, default=500)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-eval", type=int, default=5000)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    sched = SCHEDULES[a.schedule] if a.schedule in SCHEDULES else {**SCHEDULES["paper"], **json.loads(a.schedule)}
+    result = run(a.setting, sched, a.seconds, a.eval_every, a.threads, a.seed, a.n_eval)
+    result["schedule_name"] = a.schedule
+    result["command"] = "python " + " ".join(sys.argv)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

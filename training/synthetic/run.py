@@ -1,0 +1,61 @@
+"""A trainer run on a synthetic source: the same ``training.trainer`` loop, objectives and checkpoints as the
+image runs, with batches generated on the training device and a view maker that hands over the source's views."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from causal.errors import UserError
+from training.components import Run, check_components
+from training.synthetic.base import VectorSource
+from training.synthetic.sources import make_source
+
+
+class VectorViews:
+    """The views of a synthetic batch as the objective sees them: [x0, x1, ...] (already on the device)."""
+
+    requires: tuple[str, ...] = ()
+
+    def __init__(self, n_views: int):
+        self.n_views = n_views
+        self.last_params: dict[str, torch.Tensor] = {}
+
+    def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        return [batch[f"x{i}"] for i in range(self.n_views)]
+
+
+def source_of(cfg: Any, device: torch.device | str = "cpu", batch_size: int | None = None) -> VectorSource:
+    """The run's source, rebuilt from its config (evaluation rebuilds it the same way to draw held-out data)."""
+    if not cfg.source:
+        raise UserError("a synthetic run needs a source, e.g. {kind: latent_pairs, space: box, conditional: normal}")
+    return make_source(cfg.source, batch_size or cfg.batch_size, cfg.seed, device)
+
+
+def batches(source: VectorSource, start: int, rank: int = 0, world: int = 1) -> Iterator[dict[str, torch.Tensor]]:
+    """Batch b, b + 1, ... of the source; under DDP rank r takes slice r of each global batch."""
+    b = start
+    while True:
+        batch = source.batch(b)
+        if world > 1:
+            n = source.batch_size // world
+            batch = {k: v[rank * n:(rank + 1) * n] for k, v in batch.items()}
+        yield batch
+        b += 1
+
+
+def build_synthetic_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1,
+                        device: torch.device | str = "cpu") -> Run:
+    """Source, views, encoder (input size = the source's) and objective of a synthetic run, validated."""
+    source = source_of(cfg, device)
+    if cfg.batch_size % world:
+        raise UserError(f"--batch-size {cfg.batch_size} must be divisible by the {world} processes")
+    _, objective = check_components(cfg, image_size=0, input_kind="vector", in_dim=source.obs_dim)
+    need = type(objective).n_views
+    if need != source.n_views and not getattr(type(objective), "any_views", False):
+        raise UserError(f"objective {cfg.objective} needs {need} views; the source {cfg.source['kind']} makes "
+                        f"{source.n_views}")
+    return Run(info=source, views=VectorViews(source.n_views), objective=objective,
+               loader=batches(source, start_batch, rank, world))
