@@ -100,9 +100,34 @@ def run(setting: str, sched: dict, seconds: float, eval_every: int, threads: int
             "wall_s": round(time.perf_counter() - t, 1), "curve": curve}
 
 
+def plot(curves: Path, png: Path) -> None:
+    """Metric vs training time of every run in a curves file ({"runs": [{setting, schedule, curve}, ...]}): linear
+    R^2 for the p = 2 setting, MCC for p = 1 (the metric each one's identifiability class predicts)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = json.loads(curves.read_text())["runs"]
+    fig, axes = plt.subplots(1, len(SETTINGS), figsize=(11, 3.8))
+    for ax, (setting, metric) in zip(axes, (("box_normal_p2", "linear_r2"), ("box_laplace_p1", "mcc")), strict=True):
+        for r in (r for r in runs if r["setting"] == setting and r["curve"]):
+            sched = r["schedule"]
+            label = (f"lr {sched['lr']:g}, batch {sched['batch_size']}, hidden {sched.get('hidden', 'paper')}"
+                     if isinstance(sched, dict) else str(sched).split(" (")[0] + "'s schedule")
+            ax.plot([p["seconds"] / 60 for p in r["curve"]], [p[metric] for p in r["curve"]], marker=".", label=label)
+        ax.axhline(0.95, color="grey", lw=0.8, ls="--")
+        ax.set(title=f"{setting}: {metric}", xlabel="training minutes (2 cores)", ylabel=metric, ylim=(0, 1.02))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--setting", choices=sorted(SETTINGS), required=True)
+    ap.add_argument("--plot", type=Path, help="only plot a curves file (JSON with 'runs') to --png, no training")
+    ap.add_argument("--png", type=Path)
+    ap.add_argument("--setting", choices=sorted(SETTINGS))
     ap.add_argument("--schedule", default="paper", help=f"a named schedule ({', '.join(SCHEDULES)}) or a JSON dict")
     ap.add_argument("--seconds", type=float, default=900.0, help="stop after this much training time")
     ap.add_argument("--eval-every", type=int, default=500)
@@ -111,6 +136,11 @@ def main() -> None:
     ap.add_argument("--n-eval", type=int, default=5000)
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
+    if a.plot:
+        plot(a.plot, a.png or a.plot.with_suffix(".png"))
+        return
+    if not a.setting:
+        ap.error("--setting is required unless --plot is given")
     sched = SCHEDULES[a.schedule] if a.schedule in SCHEDULES else {**SCHEDULES["paper"], **json.loads(a.schedule)}
     result = run(a.setting, sched, a.seconds, a.eval_every, a.threads, a.seed, a.n_eval)
     result["schedule_name"] = a.schedule

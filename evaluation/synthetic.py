@@ -58,9 +58,25 @@ def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
     return h.float().cpu().numpy(), z.float().cpu().numpy(), source
 
 
+def spectrum_scores(h: np.ndarray, z: np.ndarray, informative: Sequence[int], top: int = 4) -> dict[str, float]:
+    """Paper 003's read-out: the representation's per-dimension stds, sorted ("spectrum/1" the largest, ...),
+    and the mean matched |corr| of the len(informative) highest-std dims with the informative latents."""
+    from evaluation.spectrum import std_spectrum, top_dim_correlations
+
+    stds, _ = std_spectrum(h)
+    out = {f"spectrum/{i + 1}": float(s) for i, s in enumerate(stds[:top])}
+    out["top_corr"] = top_dim_correlations(h, z, k=len(informative), informative=informative)["mean"]
+    return out
+
+
 def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 10000, kernel: bool = False,
                        device: str = "cpu") -> dict[str, float]:
-    """Scores of a synthetic run (see ``score``), fit and scored on two independent held-out draws."""
+    """Scores of a synthetic run (see ``score``), fit and scored on two independent held-out draws; sources with
+    an "informative" latent group (paper 003) also get ``spectrum_scores`` on the scoring draw."""
     h_fit, z_fit, source = encode_source(run_dir, n_fit, 1, device)
     h_test, z_test, _ = encode_source(run_dir, n_score, 2, device)
-    return score(h_fit, z_fit, h_test, z_test, source.latent_names, source.latent_groups, kernel=kernel)
+    out = score(h_fit, z_fit, h_test, z_test, source.latent_names, source.latent_groups, kernel=kernel)
+    if "informative" in source.latent_groups:
+        idx = [source.latent_names.index(n) for n in source.latent_groups["informative"]]
+        out.update(spectrum_scores(h_test, z_test, idx))
+    return out

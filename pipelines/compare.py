@@ -71,7 +71,30 @@ def check_stores(cfg: dict[str, Any], where: str) -> None:
                 raise UserError(f"config {where}: stores.{key}.{field_} must be a whole number >= 1, got {value!r}")
 
 
+def row_train(cfg: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """A row's training settings: the config's train section with the row's own ``train`` on top (e.g. another
+    objective and encoder for a generative row; a row's ``hp`` replaces the section's)."""
+    return {**cfg["train"], **(row.get("train") or {})}
+
+
 def check_train(cfg: dict[str, Any], where: str) -> None:
+    """``check_train_section`` for the config's train section as every row sees it (rows may override it)."""
+    if not isinstance(cfg["train"], dict):
+        raise UserError(f"config {where}: train must be a mapping of training settings (objective, encoder, ...)")
+    seen = set()
+    for row in cfg["rows"]:
+        own = row.get("train") or {}
+        if not isinstance(own, dict):
+            raise UserError(f"config {where}: row {row.get('name')!r}: train must be a mapping, e.g. "
+                            "train: {objective: simvae, encoder: resnet_vae}")
+        merged = row_train(cfg, row)
+        key = json.dumps(merged, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            check_train_section({**cfg, "train": merged}, f"{where} (row {row.get('name')!r})" if own else where)
+
+
+def check_train_section(cfg: dict[str, Any], where: str) -> None:
     """Validate the train: section before rendering: build its TrainConfig and, once, its encoder and objective
     (names, hp keys and values, numbers), each row's view count against the objective, the batch vs store size
     and the seeds; rendering the stores takes minutes, a typo here should not wait for it."""
@@ -306,7 +329,7 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
     for key, path in stores.items():
         render_store(cfg["stores"][key], scene, path, None, scheduler)
     _check_da_style_names(cfg, str(stores["test"]))
-    cells = [(row["name"], s, str(out / "cells" / _slug(row["name"]) / f"seed{s}"), row["views"])
+    cells = [(row["name"], s, str(out / "cells" / _slug(row["name"]) / f"seed{s}"), row["views"], row_train(cfg, row))
              for row in cfg["rows"] for s in cfg.get("seeds", [0])]
     args = (str(stores["train"]), str(stores["test"]))
     reports: dict[tuple[str, int], dict[str, Any]] = {}
@@ -319,8 +342,8 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
             from render.driver import dashboard_link
 
             print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
-            futs = {client.submit(run_cell, *args, d, v, s, cfg["train"], cfg.get("evaluate", {}), cfg.get("da_style"),
-                                  pure=False): (n, s) for n, s, d, v in cells}
+            futs = {client.submit(run_cell, *args, d, v, s, t, cfg.get("evaluate", {}), cfg.get("da_style"),
+                                  pure=False): (n, s) for n, s, d, v, t in cells}
             for fut, key in futs.items():
                 reports[key] = fut.result()
         if cluster is not None:
@@ -328,8 +351,8 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
     else:
         from tqdm import tqdm
 
-        for n, s, d, v in tqdm(cells, desc="compare", unit="cell"):
-            reports[(n, s)] = run_cell(*args, d, v, s, cfg["train"], cfg.get("evaluate", {}), cfg.get("da_style"))
+        for n, s, d, v, t in tqdm(cells, desc="compare", unit="cell"):
+            reports[(n, s)] = run_cell(*args, d, v, s, t, cfg.get("evaluate", {}), cfg.get("da_style"))
     table = aggregate(cfg, reports, layer)
     counts = seed_counts(cfg, reports)
     md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts)

@@ -158,7 +158,8 @@ def _fmt(s: dict[str, float], metric: str) -> str:
 
 
 def _expect_text(expect: dict[str, dict[str, float]]) -> str:
-    return ", ".join(f"{m} {'>=' if op == 'min' else '<='} {t:g}" for m, rule in expect.items() for op, t in rule.items())
+    return ", ".join(f"{m} {'>=' if op == 'min' else '<='} {t:g}"
+                     for m, rule in expect.items() for op, t in rule.items())
 
 
 def markdown(table: dict[str, Any], seeds: list[int]) -> str:

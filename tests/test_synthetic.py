@@ -11,8 +11,7 @@ from scipy.stats import truncnorm
 
 from causal.errors import UserError
 from training.objectives.functional import lp_pow_matrix
-from training.synthetic import InvertibleMixing
-from training.synthetic import spaces
+from training.synthetic import InvertibleMixing, spaces
 from training.synthetic.sources import LatentPairs, SCMPairs, make_source
 from training.trainer import lr_factor
 

@@ -66,19 +66,20 @@ class ConvDecoder(nn.Module):
         return x
 
 
-def build_decoder(encoder: nn.Module, z_dim: int | None = None) -> nn.Module:
+def build_decoder(encoder: nn.Module, z_dim: int | None = None, width: int = 256) -> nn.Module:
     """The decoder mirroring ``encoder``: MLP for ``mlp_vae``, conv for image encoders that record their size.
 
-    ``z_dim`` defaults to the encoder's output size. Encoders that do not record ``image_size`` cannot be
-    mirrored (the objective never sees the store): a one-line UserError names the ones that can.
+    ``z_dim`` defaults to the encoder's output size; ``width`` is the conv decoder's first width (paper: 256).
+    Encoders that do not record ``image_size`` cannot be mirrored (the objective never sees the store): a
+    one-line UserError names the ones that can.
     """
     size = getattr(encoder, "image_size", None)
     if not size:
         raise UserError(f"encoder {getattr(encoder, 'registry_name', type(encoder).__name__)} does not record its "
-                        "image size, so no decoder can be built for it; use --encoder mlp_vae (28 px) or resnet_vae "
-                        "(32/64 px) with the generative objectives")
+                        "image size, so no decoder can be built for it; use --encoder mlp_vae (28 px), resnet_vae "
+                        "(32/64 px), cnn or resnet18 with the generative objectives")
     channels = int(getattr(encoder, "channels", 3))
     z = int(z_dim or encoder.out_dim)
     if getattr(encoder, "registry_name", "") == "mlp_vae":
         return MLPDecoder(z, size, channels, hidden=tuple(reversed(encoder.hidden)))
-    return ConvDecoder(z, size, channels)
+    return ConvDecoder(z, size, channels, width=width)

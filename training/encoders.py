@@ -67,6 +67,7 @@ class ResNet18(Encoder):
 
     def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 100, image_size: int = 224):
         super().__init__(out_dim, constraint)
+        self.image_size, self.channels = image_size, 3  # recorded so generative objectives can mirror a decoder
         net = torchvision.models.resnet18(weights=None, num_classes=hidden)
         if image_size < 96:  # CIFAR-style stem: keep resolution for small images
             net.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
@@ -87,6 +88,7 @@ class SmallCNN(Encoder):
     def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 100, width: int = 32,
                  image_size: int = 64):
         super().__init__(out_dim, constraint)
+        self.image_size, self.channels = image_size, 3  # recorded so generative objectives can mirror a decoder
         chans, layers = [3, width, 2 * width, 4 * width, 8 * width], []
         for cin, cout in zip(chans[:-1], chans[1:], strict=True):
             layers += [nn.Conv2d(cin, cout, 3, stride=2, padding=1), nn.BatchNorm2d(cout), nn.LeakyReLU()]
@@ -131,4 +133,4 @@ def build_encoder(name: str, out_dim: int, image_size: int, constraint: str = "n
         raise UserError(f"encoder {name}: {exc}") from None
 
 
-from training import flows  # noqa: E402,F401  (registers the gin encoder)
+from training import flows, gen_encoders  # noqa: E402,F401  (register the gin, mlp_vae and resnet_vae encoders)

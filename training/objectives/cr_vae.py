@@ -29,12 +29,14 @@ class CRVAE(GenerativeObjective):
         gamma: weight of the consistency KL (default 1e-3, SPEC; paper 004's appendix lists 0.1 for its runs).
         lik_var: likelihood variance per (normalised) pixel (default 0.02, paper 004).
         beta: weight of each ELBO's prior KL (default 1).
+        decoder_width: first width of the conv decoder (default 256, paper 004).
     """
 
-    def __init__(self, encoder: nn.Module, *, gamma: float = 1e-3, lik_var: float = 0.02, beta: float = 1.0):
+    def __init__(self, encoder: nn.Module, *, gamma: float = 1e-3, lik_var: float = 0.02, beta: float = 1.0,
+                 decoder_width: int = 256):
         if not gamma >= 0 or not beta >= 0:
             raise UserError(f"cr_vae: gamma and beta must be >= 0, got gamma={gamma}, beta={beta}")
-        super().__init__(encoder, gamma=gamma, lik_var=lik_var, beta=beta)
+        super().__init__(encoder, gamma=gamma, lik_var=lik_var, beta=beta, decoder_width=decoder_width)
         self.gamma, self.lik_var, self.beta = float(gamma), float(lik_var), float(beta)
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:

@@ -14,12 +14,10 @@ import torch
 from torch import nn
 
 from causal.errors import UserError
-from training import gen_encoders  # noqa: F401  (registers mlp_vae and resnet_vae)
 from training.decoders import build_decoder
 from training.gen_encoders import to_channels
 from training.objectives.base import Objective
 from training.objectives.gaussian import sample_posterior
-from training.views import paper004  # noqa: F401  (registers the paper004_* view makers)
 
 LOGVAR_RANGE = (-12.0, 8.0)  # clamp of the posterior log-variance: keeps exp() finite early in training
 
@@ -44,7 +42,10 @@ class GenerativeObjective(Objective):
             raise UserError(f"lik_var must be > 0, got {lik_var}")
         self.channels = int(getattr(encoder, "channels", 3))
         self.logvar_head = nn.Sequential(nn.ReLU(), nn.Linear(feature_dim(encoder), encoder.out_dim))
-        self.decoder = build_decoder(encoder)
+        width = hparams.get("decoder_width", 256)
+        if not (isinstance(width, int) and width >= 16):
+            raise UserError(f"decoder_width must be a whole number >= 16, got {width!r}")
+        self.decoder = build_decoder(encoder, width=width)
 
     def posterior(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, log-variance) of q(z|x), each (B, Z)."""

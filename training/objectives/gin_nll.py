@@ -41,6 +41,7 @@ class GINNLL(Objective):
     """
 
     n_views = 10
+    any_views = True  # a synthetic source's set size decides K
 
     def __init__(self, encoder: nn.Module, *, eps: float = 1e-8):
         if not callable(getattr(encoder, "log_det", None)):

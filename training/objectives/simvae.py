@@ -18,15 +18,17 @@ class SimVAE(GenerativeObjective):
 
     Hyperparameters:
         lik_var: likelihood variance per (normalised) pixel (default 0.02, paper 004).
+        decoder_width: first width of the conv decoder, halved per up-sampling block (default 256, paper 004).
         prior_var: variance of each view's latent around the views' mean (default 0.15, paper 004).
     The entropy is the exact Gaussian entropy 0.5 sum log(2 pi e var) (paper 004's official code scales it by
     2 pi). The trainer's view makers make J = 2 views; ``simvae_terms`` takes any J (the paper uses 10).
     """
 
-    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, prior_var: float = 0.15):
+    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, prior_var: float = 0.15,
+                 decoder_width: int = 256):
         if not prior_var > 0:
             raise UserError(f"simvae: prior_var must be > 0, got {prior_var}")
-        super().__init__(encoder, lik_var=lik_var, prior_var=prior_var)
+        super().__init__(encoder, lik_var=lik_var, prior_var=prior_var, decoder_width=decoder_width)
         self.lik_var, self.prior_var = float(lik_var), float(prior_var)
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:

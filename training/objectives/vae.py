@@ -18,14 +18,15 @@ class VAE(GenerativeObjective):
 
     Hyperparameters:
         lik_var: likelihood variance per (normalised) pixel (default 0.02, paper 004).
+        decoder_width: first width of the conv decoder, halved per up-sampling block (default 256, paper 004).
         beta: weight of the KL term (default 1: the plain VAE).
     Needs an encoder that records its image size (mlp_vae, resnet_vae); the encoder's output is the posterior mean.
     """
 
-    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, beta: float = 1.0):
+    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, beta: float = 1.0, decoder_width: int = 256):
         if not beta >= 0:
             raise UserError(f"{type(self).registry_name}: beta must be >= 0, got {beta}")
-        super().__init__(encoder, lik_var=lik_var, beta=beta)
+        super().__init__(encoder, lik_var=lik_var, beta=beta, decoder_width=decoder_width)
         self.lik_var, self.beta = float(lik_var), float(beta)
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:
@@ -45,8 +46,8 @@ class VAE(GenerativeObjective):
 class BetaVAE(VAE):
     """beta-VAE: the VAE with the KL term weighted by beta (default 4; paper 004 does not state its beta).
 
-    Hyperparameters: lik_var (default 0.02, paper 004), beta (default 4.0).
+    Hyperparameters: lik_var (default 0.02, paper 004), beta (default 4.0), decoder_width (default 256).
     """
 
-    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, beta: float = 4.0):
-        super().__init__(encoder, lik_var=lik_var, beta=beta)
+    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, beta: float = 4.0, decoder_width: int = 256):
+        super().__init__(encoder, lik_var=lik_var, beta=beta, decoder_width=decoder_width)

@@ -155,11 +155,8 @@ def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: tor
 
 
 def _load_extra_sources() -> None:
-    """Sources defined in optional modules register themselves on import."""
-    import importlib
+    """Paper 003's set sources (imported on first use: they pull in torchvision for EMNIST)."""
+    from training.synthetic.gin_data import EMNISTSets, GaussianMixtureSets
 
-    for module in ("training.synthetic.gin_data",):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError:
-            continue
+    SOURCES.setdefault("gmm_sets", GaussianMixtureSets)
+    SOURCES.setdefault("emnist_sets", EMNISTSets)

@@ -1,5 +1,5 @@
 """Paper 004's augmentations as view makers (its Table 2): crops of scale 0.4-1 for grey digits and clothes,
-scale 0.6-1 plus colour jitter for CIFAR10 and CelebA. Registered here (imported by the generative objectives)
+scale 0.6-1 plus colour jitter for CIFAR10 and CelebA. Registered here (imported by training.views)
 because the crop scales differ from the DA recipes' 0.8 and 0.08."""
 
 from __future__ import annotations
