@@ -19,6 +19,9 @@ def _cli(*args):
     (lambda c: c["rows"].append({"name": "DA: blur", "views": "blur"}), "row 'DA: blur': unknown view maker 'blur'"),
     (lambda c: c["rows"].append({"name": "LT: lights", "views": "lt_exact:lights"}), "needs the stored view 'lights'"),
     (lambda c: c.pop("stores"), "needs stores, train and rows"),
+    (lambda c: c["rows"].append({"name": "gen", "views": "colour", "train": {"objective": "simvae", "hp": {"x": 1}}}),
+     "(row 'gen'): train: objective simvae has no hyperparameter 'x'"),
+    (lambda c: c["rows"].append({"name": "gen", "views": "colour", "train": "simvae"}), "train must be a mapping"),
 ])
 def test_bad_config_exit_2(tmp_path, edit, expected):
     cfg = yaml.safe_load(open("configs/da_vs_lt_small.yaml"))
@@ -28,6 +31,15 @@ def test_bad_config_exit_2(tmp_path, edit, expected):
     r = _cli("compare", "--config", str(path), "--out", str(tmp_path / "out"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_rows_may_override_the_train_section():
+    from pipelines.compare import load_config, row_train
+
+    cfg = load_config("configs/da_vs_lt_small_generative.yaml")
+    own = [row_train(cfg, r) for r in cfg["rows"]]
+    assert own[0]["objective"] == "infonce" and own[0]["hp"] == {"tau": 1.0}
+    assert own[2]["objective"] == "simvae" and own[2]["hp"] == {"decoder_width": 64} and own[2]["steps"] == 250
 
 
 def test_missing_config_exit_2(tmp_path):
