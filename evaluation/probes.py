@@ -3,7 +3,10 @@ the best k; each is fit on one split and scored on another after standardisation
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier
@@ -25,7 +28,9 @@ def mlp_probe_accuracy(z_fit, y_fit, z_test, y_test, hidden: int = 256, seed: in
     """Two-layer MLP probe accuracy (paper 004)."""
     a, b = _std(z_fit, z_test)
     clf = MLPClassifier(hidden_layer_sizes=(hidden,), max_iter=500, random_state=seed, early_stopping=False)
-    return float(clf.fit(a, y_fit).score(b, y_test))
+    with warnings.catch_warnings():  # a fixed iteration budget, as in the papers' probes: not the user's concern
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return float(clf.fit(a, y_fit).score(b, y_test))
 
 
 def knn_accuracy(z_fit, y_fit, z_test, y_test, ks: range = range(1, 16)) -> tuple[float, int]:

@@ -214,6 +214,27 @@ def scatter_figure(cell: Path, path: Path, title: str, n: int = 2000) -> None:
     plt.close(fig)
 
 
+def spectrum_figure(cell: Path, path: Path, title: str, n: int = 5000) -> None:
+    """Paper 003's figure: the per-dimension std of the representation, sorted, on a log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from evaluation.spectrum import std_spectrum
+    from evaluation.synthetic import encode_source
+
+    h, _, _ = encode_source(cell, n, 3)
+    stds, _ = std_spectrum(h)
+    fig, ax = plt.subplots(figsize=(4, 2.8))
+    ax.bar(range(1, len(stds) + 1), stds)
+    ax.set(yscale="log", xlabel="output dimension (sorted)", ylabel="std", title=title)
+    ax.title.set_fontsize(9)
+    fig.tight_layout()
+    write_atomic(path, lambda p: fig.savefig(p, dpi=90, format="png"))
+    plt.close(fig)
+
+
 def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,
                   device: str = "auto", rows: list[str] | None = None, progress: bool = True,
                   figures: bool = True) -> dict[str, Any]:
@@ -250,8 +271,10 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
         (out / "figures").mkdir(exist_ok=True)
         s0 = table["seeds"][0]
         for row in wanted:
-            cell = out / "cells" / slug(row["name"]) / f"seed_{s0}"
-            scatter_figure(cell, out / "figures" / f"{slug(row['name'])}.png", f"{row['name']} (seed {s0})")
+            cell, name = out / "cells" / slug(row["name"]) / f"seed_{s0}", slug(row["name"])
+            scatter_figure(cell, out / "figures" / f"{name}.png", f"{row['name']} (seed {s0})")
+            if "top_corr" in results[(row["name"], s0)]:
+                spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row['name']} (seed {s0})")
     return table
 
 

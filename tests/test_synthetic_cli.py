@@ -77,7 +77,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
                         (["--config", str(image_encoder)], "takes images"),
                         (["--config", str(CONFIGS / "paper001.yaml"), "--rows", "nope", "--out", str(tmp_path / "o")],
                          "no row named 'nope'"),
-                        (["--config", str(CONFIGS / "paper001.yaml"), "--steps", "0"], "--steps")]:
+                        (["--config", str(CONFIGS / "paper001.yaml"), "--steps", "0"], "--steps"),
+                        (["--config", str(CONFIGS / "paper003_emnist.yaml")], "EMNIST digits not found")]:
         assert main(["synthetic", *args]) == 2, args
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1, err

@@ -122,7 +122,7 @@ def load_emnist_digits(root: str | Path, train: bool = True) -> tuple[torch.Tens
     except RuntimeError:
         raise UserError(f"EMNIST digits not found under {Path(root) / 'EMNIST'}; fetch them once with "
                         f"torchvision.datasets.EMNIST({str(root)!r}, split='digits', download=True) "
-                        "or pass --data-root DIR") from None
+                        "or point the source's root (e.g. source: {kind: emnist_sets, root: DIR}) at them") from None
     return ds.data.transpose(1, 2).contiguous(), ds.targets.long()
 
 
