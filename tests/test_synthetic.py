@@ -115,3 +115,16 @@ def test_lr_factor_warms_up_then_decays():
     assert lr_factor(10, 100, warmup=10, schedule="cosine") == pytest.approx(1.0)
     assert lr_factor(55, 100, warmup=10, schedule="cosine") == pytest.approx(0.5)
     assert lr_factor(99, 100, warmup=10, schedule="cosine") < 0.001
+
+
+def test_generative_objectives_mirror_the_vector_encoder():
+    from training.encoders import build_encoder
+    from training.objectives import OBJECTIVES
+
+    enc = build_encoder("mlp", 5, 0, in_dim=10, hidden=[32, 16])
+    obj = OBJECTIVES.get("simvae")(enc)
+    x = torch.randn(8, 10)
+    assert obj.reconstruct(x).shape == (8, 10)
+    linears = [m for m in obj.decoder.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(5, 16), (16, 32), (32, 10)]
+    assert torch.isfinite(obj([x, x + 0.1])["loss"])

@@ -28,6 +28,23 @@ class MLPDecoder(nn.Module):
         return self.net(z).view(-1, *self.shape)
 
 
+class VectorDecoder(nn.Module):
+    """Z -> the mirrored hidden sizes (LeakyReLU) -> the observation vector: the mirror of the ``mlp`` encoder,
+    for generative objectives on synthetic (vector) data."""
+
+    def __init__(self, z_dim: int, sizes: Sequence[int]):
+        super().__init__()
+        out, *hidden = sizes
+        dims = [z_dim, *reversed(hidden)]
+        layers: list[nn.Module] = []
+        for a, b in zip(dims[:-1], dims[1:], strict=True):
+            layers += [nn.Linear(a, b), nn.LeakyReLU()]
+        self.net = nn.Sequential(*layers, nn.Linear(dims[-1], out))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
 class UpBlock(nn.Module):
     """Residual up-sampling block: a stride-2 transposed 3x3 conv then a 3x3 conv, with an upsampled 1x1 shortcut."""
 
@@ -67,12 +84,15 @@ class ConvDecoder(nn.Module):
 
 
 def build_decoder(encoder: nn.Module, z_dim: int | None = None, width: int = 256) -> nn.Module:
-    """The decoder mirroring ``encoder``: MLP for ``mlp_vae``, conv for image encoders that record their size.
+    """The decoder mirroring ``encoder``: MLP for ``mlp_vae`` and for the vector ``mlp``, conv for image encoders that
+    record their size.
 
     ``z_dim`` defaults to the encoder's output size; ``width`` is the conv decoder's first width (paper: 256).
     Encoders that do not record ``image_size`` cannot be mirrored (the objective never sees the store): a
     one-line UserError names the ones that can.
     """
+    if getattr(encoder, "input_kind", "image") == "vector" and getattr(encoder, "sizes", None):
+        return VectorDecoder(int(z_dim or encoder.out_dim), encoder.sizes)
     size = getattr(encoder, "image_size", None)
     if not size:
         raise UserError(f"encoder {getattr(encoder, 'registry_name', type(encoder).__name__)} does not record its "

@@ -112,6 +112,7 @@ class MLP(Encoder):
                  hidden: Sequence[int] | None = None, image_size: int = 0):
         super().__init__(out_dim, constraint)
         sizes = [in_dim, *(hidden or [10 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 10 * in_dim])]
+        self.sizes = sizes  # recorded so generative objectives can mirror a decoder
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-1], sizes[1:], strict=True):
             layers += [nn.Linear(a, b), nn.LeakyReLU()]

@@ -53,8 +53,9 @@ class GenerativeObjective(Objective):
         return self.encoder.head(h), self.logvar_head(h).clamp(*LOGVAR_RANGE)
 
     def target(self, x: torch.Tensor) -> torch.Tensor:
-        """What the decoder reconstructs: the view itself, or its channel mean for grey encoders."""
-        return to_channels(x, self.channels)
+        """What the decoder reconstructs: the view itself (an image, or a vector of synthetic data), or its channel
+        mean for grey encoders."""
+        return x if x.dim() == 2 else to_channels(x, self.channels)
 
     def encode_sample(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(mean, log-variance, one posterior draw z, its reconstruction) of a view."""
