@@ -36,8 +36,8 @@ FAST = {"lr": 2e-3, "batch_size": 512, "warmup_steps": 200, "schedule": "cosine"
 SCHEDULES = {  # the fast ones are configs/synthetic/paper001.yaml's rows
     "paper": {"lr": 1e-4, "batch_size": 6144, "steps": 300_000, "warmup_steps": 0, "schedule": "constant",
               "hidden": PAPER_HIDDEN},
-    "fast_p2": {**FAST, "steps": 8000},
-    "fast_p1": {**FAST, "steps": 10000},
+    "fast_p2": {**FAST, "steps": 20000},
+    "fast_p1": {**FAST, "steps": 16000},
 }
 
 
