@@ -2,6 +2,6 @@
 that generate batches on the training device (see ``training.synthetic.base``)."""
 
 from training.synthetic.base import VectorSource
-from training.synthetic.mixing import InvertibleMixing, SyntheticPairs
+from training.synthetic.mixing import InvertibleMixing
 
-__all__ = ["InvertibleMixing", "SyntheticPairs", "VectorSource"]
+__all__ = ["InvertibleMixing", "VectorSource"]
