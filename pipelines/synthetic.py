@@ -100,16 +100,21 @@ def slug(text: str) -> str:
 
 def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, steps: int | None,
              device: str) -> dict[str, Any]:
-    """Train (or resume) one cell and score it; the scores are saved as scores.json, which marks it done."""
+    """Train (or resume) one cell and score it; the scores are saved as scores.json, which marks it done. A cell
+    whose loss diverges is reported as {"diverged": why} (not saved: a re-run with other settings retries it)
+    and the other cells go on."""
     from evaluation.synthetic import evaluate_synthetic
-    from training.trainer import train
+    from training.trainer import TrainingDiverged, train
 
     done = cell / "scores.json"
     if done.exists():
         return json.loads(done.read_text())
     tc = train_config(cfg, row, seed, steps, device)
     resume = (cell / "checkpoint.pt").exists()
-    last = train(tc, cell, resume=resume, progress=False)
+    try:
+        last = train(tc, cell, resume=resume, progress=False)
+    except TrainingDiverged as exc:
+        return {"diverged": str(exc).split(";")[0]}
     ev = cfg.get("evaluate") or {}
     scores = evaluate_synthetic(cell, n_fit=ev.get("n_fit", 10000), n_score=ev.get("n_score", 10000),
                                 kernel=bool(ev.get("kernel", False)), device=device)
@@ -122,7 +127,8 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
 
 def table_metrics(results: dict[tuple[str, int], dict[str, float]]) -> list[str]:
     """The table's columns: the headline metrics every cell has, then per-group ones, then training time."""
-    keys = set.intersection(*(set(r) for r in results.values())) if results else set()
+    scored = [set(r) for r in results.values() if "diverged" not in r]
+    keys = set.intersection(*scored) if scored else set()
     head = [k for k in ("linear_r2", "mcc", "kernel_r2") if k in keys]
     groups = sorted(k for k in keys if k.startswith(("linear_r2/", "kernel_r2/")))
     extra = sorted(k for k in keys if k.startswith(("spectrum", "top_corr")))
@@ -134,7 +140,9 @@ def aggregate(cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, floa
     cols = table_metrics(results)
     table: dict[str, Any] = {"name": cfg["name"], "columns": cols, "rows": {}}
     for row in cfg["rows"]:
-        cells = [results[(row["name"], s)] for s in cfg.get("seeds", [0]) if (row["name"], s) in results]
+        done = [(s, results[(row["name"], s)]) for s in cfg.get("seeds", [0]) if (row["name"], s) in results]
+        cells = [r for _, r in done if "diverged" not in r]
+        diverged = {s: r["diverged"] for s, r in done if "diverged" in r}
         stats = {}
         for c in cols:
             vals = np.array([r.get(c, np.nan) for r in cells], float)
@@ -145,7 +153,8 @@ def aggregate(cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, floa
         if expect and cells and all(m in r for m in expect for r in cells):  # not scored: no verdict
             mean = {m: float(np.mean([r[m] for r in cells])) for m in expect}
             met = all(EXPECT_OPS[op](mean[m], t) for m, rule in expect.items() for op, t in rule.items())
-        table["rows"][row["name"]] = {"stats": stats, "expect": expect, "met": met, "note": row.get("note", "")}
+        table["rows"][row["name"]] = {"stats": stats, "expect": expect, "met": met, "note": row.get("note", ""),
+                                      "diverged": diverged}
     return table
 
 
@@ -169,6 +178,8 @@ def markdown(table: dict[str, Any], seeds: list[int]) -> str:
              "|---" * (len(cols) + 3) + "|"]
     for name, r in table["rows"].items():
         met = {True: "yes", False: "**no**", None: "-"}[r["met"]]
+        if r.get("diverged"):
+            met += "; " + ", ".join(f"seed {s} diverged ({why})" for s, why in r["diverged"].items())
         lines.append(f"| {name} | " + " | ".join(_fmt(r["stats"][c], c) for c in cols)
                      + f" | {_expect_text(r['expect']) or r['note'] or '-'} | {met} |")
     n = len(seeds)
@@ -270,7 +281,7 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     if figures:
         (out / "figures").mkdir(exist_ok=True)
         s0 = table["seeds"][0]
-        for row in wanted:
+        for row in (r for r in wanted if "diverged" not in results[(r["name"], s0)]):
             cell, name = out / "cells" / slug(row["name"]) / f"seed_{s0}", slug(row["name"])
             scatter_figure(cell, out / "figures" / f"{name}.png", f"{row['name']} (seed {s0})")
             if "top_corr" in results[(row["name"], s0)]:

@@ -103,3 +103,15 @@ def test_paper003_gin_separates_the_informative_dims(tmp_path):
     before, after = stats(1, "before"), stats(150, "after")
     assert before["spectrum/2"] < 10 * before["spectrum/3"]
     assert after["spectrum/2"] > 30 * after["spectrum/3"] and after["top_corr"] > 0.95, after
+
+
+def test_a_diverging_cell_is_reported_and_the_others_go_on(tmp_path):
+    cfg = small("paper001", 0, batch_size=64)
+    bad = copy.deepcopy(cfg["rows"][0])
+    bad["name"], bad["train"] = "exploding lr", {"lr": 1e12}
+    cfg["rows"].append(bad)
+    table = run_synthetic(cfg, tmp_path, seeds=[0], steps=20, progress=False, figures=False)
+    good, broken = table["rows"][cfg["rows"][0]["name"]], table["rows"]["exploding lr"]
+    assert good["stats"]["linear_r2"]["n"] == 1 and not good["diverged"]
+    assert broken["stats"]["linear_r2"]["n"] == 0 and "loss became" in broken["diverged"][0]
+    assert "seed 0 diverged" in (tmp_path / "table.md").read_text()
