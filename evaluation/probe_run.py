@@ -100,6 +100,16 @@ def probe_run(run_dir: str, images: np.ndarray, classes: np.ndarray, fit: np.nda
     return report, rec
 
 
+def run_labels(run_dirs: list[str]) -> list[str]:
+    """Short unique names of run directories: their folder names, or as many trailing path parts as it takes
+    (e.g. compare cells, all called seed0)."""
+    for k in range(1, max(len(Path(r).parts) for r in run_dirs) + 1):
+        names = ["/".join(Path(r).parts[-k:]) for r in run_dirs]
+        if len(set(names)) == len(names):
+            return names
+    return [f"{r} #{i + 1}" for i, r in enumerate(run_dirs)]  # the same run given twice
+
+
 def probe_images(run_dirs: str | list[str], images: np.ndarray, classes: np.ndarray, fit_fraction: float = 0.5,
                  seed: int = 0, recon: bool = True, figure: str | Path | None = None,
                  n_figure: int = 10) -> dict[str, Any]:
@@ -112,10 +122,10 @@ def probe_images(run_dirs: str | list[str], images: np.ndarray, classes: np.ndar
         raise UserError(f"probing needs at least 20 images on each side of the split and 2 classes; "
                         f"got {len(images)} images")
     reports, recs = [], {}
-    for run_dir in runs:
+    for run_dir, name in zip(runs, run_labels(runs), strict=True):
         report, rec = probe_run(run_dir, images, classes, fit, test, seed, recon or figure is not None)
         reports.append(report)
-        recs[f"{Path(run_dir).name} ({report['objective']})"] = rec
+        recs[f"{name} ({report['objective']})"] = rec
     out: dict[str, Any] = {"runs": reports, "seed": seed, "fit_fraction": fit_fraction,
                            "markdown": markdown({k: r["scores"] for k, r in zip(recs, reports, strict=True)})}
     if figure is not None:

@@ -138,3 +138,11 @@ def test_probe_refuses_a_missing_run_and_a_size_mismatch(trained, tmp_path, caps
     assert code == 2 and "not a run directory" in err
     with pytest.raises(UserError, match="trained on 28 px"):
         probe_images(str(root / "run"), np.zeros((100, 32, 32, 3), np.uint8), np.arange(100) % 2)
+
+
+def test_runs_with_the_same_folder_name_get_distinct_labels():
+    from evaluation.probe_run import run_labels
+
+    assert run_labels(["cells/a/seed0", "cells/b/seed0"]) == ["a/seed0", "b/seed0"]
+    assert run_labels(["r1", "x/r2"]) == ["r1", "r2"]
+    assert len(set(run_labels(["p/r", "p/r"]))) == 2
