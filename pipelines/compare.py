@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from causal.errors import UserError
-from pipelines.files import check_output_dir, write_atomic
+from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
@@ -26,14 +25,7 @@ TOP_KEYS = {"name", "scene", "stores", "train", "seeds", "evaluate", "rows", "da
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read and check a compare config; every row's view maker is validated before anything runs."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config {path} not found; see configs/da_vs_lt_small.yaml for an example")
-    try:
-        cfg = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"config {path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return check_config(cfg, str(path))
+    return check_config(read_yaml_config(path, "configs/da_vs_lt_small.yaml"), str(path))
 
 
 def check_config(cfg: Any, where: str) -> dict[str, Any]:

@@ -63,3 +63,16 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
         raise UserError(f"cannot create {flag} {path}: {parent} is not writable ({exc.strerror}); "
                         "choose a folder you can write to") from None
     return path
+
+
+def read_yaml_config(path: str | Path, example: str) -> object:
+    """The parsed YAML of a config file; a missing file or bad YAML is a one-line error naming ``example``."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config {path} not found; see {example} for an example")
+    try:
+        return yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"config {path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from causal.errors import UserError
-from pipelines.files import check_output_dir, write_atomic
+from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 TOP_KEYS = {"name", "description", "paper", "train", "evaluate", "seeds", "rows"}
 ROW_KEYS = {"name", "source", "hp", "train", "expect", "note"}
@@ -27,14 +26,7 @@ EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read and check a synthetic config; every row's source, encoder and objective are built once (on no data)."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config {path} not found; see configs/synthetic/ for examples")
-    try:
-        cfg = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"config {path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return check_config(cfg, str(path))
+    return check_config(read_yaml_config(path, "configs/synthetic/"), str(path))
 
 
 def check_config(cfg: Any, where: str) -> dict[str, Any]:
