@@ -9,7 +9,7 @@ import csv
 import json
 import math
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def check_cell(tc: Any) -> None:
     from training.synthetic.run import build_synthetic_run
 
     check_numbers(tc)
-    small = type(tc)(**{**tc.__dict__, "batch_size": 2, "device": "cpu"})
+    small = replace(tc, batch_size=2, device="cpu")
     build_synthetic_run(small, device="cpu")
 
 
