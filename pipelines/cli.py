@@ -7,9 +7,25 @@ import sys
 from collections.abc import Sequence
 
 from causal.errors import UserError
-from pipelines import check, compare, dataset, demo, evaluate, probe, render, sample, scm, show, synthetic, train
+from pipelines import (
+    check,
+    compare,
+    dataset,
+    demo,
+    evaluate,
+    export_data,
+    import_data,
+    probe,
+    render,
+    sample,
+    scm,
+    show,
+    synthetic,
+    train,
+)
 
-SUBCOMMANDS = (demo, sample, scm, render, show, check, train, evaluate, compare, synthetic, dataset, probe)
+SUBCOMMANDS = (demo, sample, scm, render, show, check, train, evaluate, compare, synthetic, dataset, probe, import_data,
+               export_data)
 
 
 class _Parser(argparse.ArgumentParser):
