@@ -207,7 +207,7 @@ def read_source(src: str | Path, fmt: str, split: str | None = None) -> Publishe
     """Find and validate a published folder: latents (rows, columns, finite), one PNG per row, one image size.
 
     Nothing is decoded or written; every problem is a one-line ``UserError`` naming the file."""
-    root = find_root(src, check_format(fmt), split)
+    root = find_root(src, check_format(fmt), split).resolve()  # absolute: workers may run elsewhere
     scm = load_scm(fmt)
     parts = [("images", "raw_latents.npy", "latents.npy", None)] if fmt == "3dident" else [
         (f"images_{k}", f"raw_latents_{k}.npy", f"latents_{k}.npy", k) for k in range(N_CLASSES)]
@@ -230,7 +230,7 @@ def read_source(src: str | Path, fmt: str, split: str | None = None) -> Publishe
               "raw_latents": [p[1] for p in parts], "scaled_latents": sorted(scaled),
               "scaled_latents_match_scene": all(scaled.values()) if scaled else None, "split": split or root.name,
               "rows": [len(x) for x in latents]}
-    return PublishedSource(fmt, root.resolve(), split, files, np.concatenate(latents),
+    return PublishedSource(fmt, root, split, files, np.concatenate(latents),
                            None if fmt == "3dident" else np.concatenate(classes), height, width, sha, layout)
 
 

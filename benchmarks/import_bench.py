@@ -1,0 +1,135 @@
+"""Import throughput: images/s of ``render.published.import_published`` (a 3DIdent-layout PNG folder -> a store:
+header check, Dask-parallel decode, zstd write) vs decoding the same PNGs with PIL in a plain loop (decode only,
+``np.asarray``), side by side in one run.
+
+    python benchmarks/import_bench.py --out results/import_bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from render.published import import_published, loader_width, read_source
+
+
+def render_like(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A uint8 (size, size, 3) image that compresses like a render: a hue gradient, a shaded ellipse, mild noise
+    (random noise would make PNGs incompressible and unlike the published ones)."""
+    y, x = np.mgrid[0:size, 0:size] / size
+    bg = rng.uniform(0.2, 0.8, 3)
+    img = bg * (0.6 + 0.4 * y[..., None])
+    cx, cy, r = rng.uniform(0.3, 0.7), rng.uniform(0.3, 0.7), rng.uniform(0.1, 0.25)
+    inside = ((x - cx) ** 2 + (y - cy) ** 2) < r**2
+    shade = np.clip(1.2 - 2.5 * np.hypot(x - cx + r / 3, y - cy + r / 3), 0.2, 1.0)
+    img[inside] = (rng.uniform(0, 1, 3) * shade[..., None])[inside]
+    img += rng.normal(0, 0.01, img.shape)
+    return (np.clip(img, 0, 1) * 255).round().astype(np.uint8)
+
+
+def make_folder(root: Path, n: int, size: int, seed: int = 0) -> None:
+    """A 3DIdent-layout folder: images/NNN.png (PIL's default zlib level) and raw_latents.npy."""
+    rng = np.random.default_rng(seed)
+    (root / "images").mkdir(parents=True)
+    width = loader_width(n)
+    for i in range(n):
+        Image.fromarray(render_like(rng, size)).save(root / "images" / f"{str(i).zfill(width)}.png")
+    np.save(root / "raw_latents.npy", rng.uniform(-1, 1, (n, 10)))
+
+
+def pil_loop(root: Path) -> float:
+    """Seconds to decode every PNG of the folder with PIL in one plain loop (no store, no Dask)."""
+    files = sorted((root / "images").glob("*.png"))
+    t0 = time.perf_counter()
+    for f in files:
+        with Image.open(f) as im:
+            np.asarray(im.convert("RGB"))
+    return time.perf_counter() - t0
+
+
+def timed_import(root: Path, out: Path, chunk_size: int, workers: int) -> dict[str, float]:
+    """Seconds of one whole import (validation, cluster start, tasks) and of its chunk tasks alone."""
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    report = import_published(root, out, "3dident", chunk_size=chunk_size, workers=workers, progress=False)
+    total = time.perf_counter() - t0
+    assert report.images == len(read_source(root, "3dident")), "import incomplete"
+    return {"total_s": total, "tasks_s": report.seconds}
+
+
+def chunk_breakdown(root: Path, out: Path, chunk_size: int) -> dict[str, float]:
+    """ms per image of one chunk's two steps in this process: PIL decode, and the zstd-9 write into the store."""
+    from render.published import decode_chunk, import_attrs, import_layout
+    from render.store import ChunkData, prepare, write_chunk
+
+    source = read_source(root, "3dident")
+    shutil.rmtree(out, ignore_errors=True)
+    group = prepare(str(out), import_attrs(source, chunk_size), import_layout(source, chunk_size), False)
+    t0 = time.perf_counter()
+    images = decode_chunk(source.files[:chunk_size], (source.height, source.width))
+    t1 = time.perf_counter()
+    write_chunk(group, 0, ChunkData(images, None, None), {})
+    t2 = time.perf_counter()
+    return {"decode_ms_per_img": 1e3 * (t1 - t0) / chunk_size, "write_ms_per_img": 1e3 * (t2 - t1) / chunk_size}
+
+
+def main() -> None:
+    """Generate the folder, time both ways ``--repeats`` times (best of), print and write the JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=512)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--chunk-size", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out", default="results/import_bench.json")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ident3d_import_"))
+    try:
+        make_folder(tmp / "src", args.n, args.size)
+        t0 = time.perf_counter()
+        read_source(tmp / "src", "3dident")
+        validate_s = time.perf_counter() - t0
+        pil = min(pil_loop(tmp / "src") for _ in range(args.repeats))
+        runs = [timed_import(tmp / "src", tmp / "s.zarr", args.chunk_size, args.workers) for _ in range(args.repeats)]
+        breakdown = chunk_breakdown(tmp / "src", tmp / "b.zarr", args.chunk_size)
+        png_mb = sum(p.stat().st_size for p in (tmp / "src/images").iterdir()) / 2**20
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    total, tasks = min(r["total_s"] for r in runs), min(r["tasks_s"] for r in runs)
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "n": args.n, "size": args.size, "chunk_size": args.chunk_size, "workers": args.workers,
+        "repeats": args.repeats, "png_folder_mb": round(png_mb, 2),
+        "pil_loop_img_per_s": args.n / pil,
+        "import_img_per_s": args.n / total,
+        "import_tasks_img_per_s": args.n / tasks,
+        "import_total_s": total, "import_tasks_s": tasks, "validate_s": validate_s,
+        "one_chunk_in_one_process": breakdown,
+        "note": "import_img_per_s counts the whole call (validation of latents and every PNG header, LocalCluster "
+                "start, decode, zstd-9 write); import_tasks_img_per_s only the chunk tasks. Best of the repeats; "
+                "the machine's cores are shared with other jobs.",
+    }
+    print(f"{args.n} PNGs of {args.size} px ({png_mb:.1f} MB), {os.cpu_count()} cores:")
+    print(f"  PIL decode loop       {result['pil_loop_img_per_s']:8.1f} img/s")
+    print(f"  import (whole call)   {result['import_img_per_s']:8.1f} img/s  ({args.workers} workers)")
+    print(f"  import (chunk tasks)  {result['import_tasks_img_per_s']:8.1f} img/s")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"  one chunk, one process: decode {breakdown['decode_ms_per_img']:.2f} ms/img, "
+          f"write (zstd-9) {breakdown['write_ms_per_img']:.2f} ms/img")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
