@@ -305,3 +305,24 @@ def test_lt_nn_training_and_evaluation_on_an_imported_causal3dident_store(tmp_pa
     assert list(out["r2_linear"]) == names and all(np.isfinite(v) for v in out["r2_linear"].values())
     assert out["class_accuracy"] is not None and 0 <= out["class_accuracy"] <= 1
     assert report["style_latents"] == ["bg_hue", "obj_hue", "spot_hue"]
+
+
+@pytest.mark.parametrize("spoil,fragment", [
+    (lambda src: (src / "raw_latents_3.npy").unlink(), "raw_latents_3.npy not found"),
+    (lambda src: shutil.rmtree(src / "images_2"), "has raw_latents_2.npy but no images_2/ folder"),
+    (lambda src: (src / "images_5/3.png").unlink(), "missing image"),
+])
+def test_bad_causal3dident_folder_is_one_line(tmp_path, scheduler, capsys, spoil, fragment):
+    make_c3d(tmp_path / "src", size=16)
+    spoil(tmp_path / "src")
+    one_line_error(capsys, run_import(tmp_path / "src", tmp_path / "c.zarr", "causal3dident", scheduler), fragment)
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_scaled_latents_follow_a_rendered_stores_scene():
+    from render.scene import load_scene
+
+    raw = np.random.default_rng(0).uniform(-1, 1, (5, 10)).astype(np.float32)
+    rendered = published.scaled_latents(raw, load_scene("3dident").to_dict(), "3dident")  # a rendered store's scene_spec
+    assert np.array_equal(rendered, published.scaled_latents(raw, {"imported": "3dident"}, "3dident"))
+    assert np.allclose(rendered[:, 3], raw[:, 3] * np.pi / 2) and np.allclose(rendered[:, 7], raw[:, 7] / 4)
