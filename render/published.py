@@ -82,6 +82,7 @@ class PublishedSource:
     layout: dict[str, Any]
 
     def __len__(self) -> int:
+        """Rows (= images)."""
         return len(self.files)
 
 
@@ -584,6 +585,7 @@ def _png_writer(level: int) -> Callable[[np.ndarray, str], None]:
     from PIL import Image
 
     def write(image: np.ndarray, path: str) -> None:
+        """Encode and save one image."""
         Image.fromarray(image, "RGB").save(path, format="PNG", compress_level=level)
 
     return write

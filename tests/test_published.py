@@ -59,6 +59,7 @@ def scheduler():
 
 
 def run_import(src, out, fmt, scheduler, *extra):
+    """`ident3d import` in-process, on the shared cluster, chunks of 8."""
     return main(["import", "--format", fmt, str(src), "--out", str(out), "--chunk-size", "8", "--scheduler",
                  scheduler, "--no-progress", *extra])
 
@@ -74,6 +75,7 @@ def one_line_error(capsys, rc, *fragments):
 
 
 def complete(store) -> bool:
+    """Whether a store exists with every chunk marked done."""
     return (Path(store) / "zarr.json").is_file() and bool(zarr.open_group(str(store), mode="r")["done"][:].all())
 
 
@@ -134,22 +136,27 @@ def test_parent_folder_needs_a_split(tmp_path, scheduler, capsys):
 
 # ----- bad input: one line, exit 2, no store marked complete ------------------------------------------------
 def _garbage_png(src):
+    """Replace one PNG by text (a bad header)."""
     (src / "images/05.png").write_bytes(b"not a png at all, just text")
 
 
 def _odd_size(src):
+    """One image of another size."""
     Image.fromarray(np.zeros((16, 12, 3), np.uint8)).save(src / "images/09.png")
 
 
 def _rows(src):
+    """One latents row fewer than images."""
     np.save(src / "raw_latents.npy", np.load(src / "raw_latents.npy")[:23])
 
 
 def _columns(src):
+    """Nine latent columns instead of ten."""
     np.save(src / "raw_latents.npy", np.load(src / "raw_latents.npy")[:, :9])
 
 
 def _nan(src):
+    """A NaN in row 4, column obj_hue."""
     x = np.load(src / "raw_latents.npy")
     x[4, 7] = np.nan
     np.save(src / "raw_latents.npy", x)
@@ -190,6 +197,7 @@ def test_unwritable_out_and_finished_store(tmp_path, scheduler, capsys):
 
 # ----- resuming ------------------------------------------------------------------------------------
 def arrays(store) -> dict[str, bytes]:
+    """Every array's bytes, to compare stores."""
     g = zarr.open_group(str(store), mode="r")
     return {k: g[k][:].tobytes() for k in ("images", "latents", "classes", "done") if k in g}
 
@@ -234,6 +242,7 @@ def test_worker_fault_fails_one_chunk_and_a_rerun_completes_it(tmp_path, schedul
     real = published.decode_chunk
 
     def faulty(files, size):
+        """decode_chunk, failing on the chunk holding row 17."""
         if any(f.endswith("/17.png") for f in files):
             raise MemoryError("forced fault")
         return real(files, size)
