@@ -27,23 +27,29 @@ def load_run(run_dir: str | Path) -> tuple[Any, torch.nn.Module]:
     return cfg, load_checkpoint(run / CHECKPOINT)
 
 
+def trained_objective(cfg: Any, state: dict[str, Any], info: Any, device: str = "cpu") -> torch.nn.Module:
+    """The run's objective (encoder and whatever the method adds) with its trained weights, in eval mode."""
+    from training.components import build_encoder_for
+    from training.objectives import OBJECTIVES
+
+    objective = OBJECTIVES.get(cfg.objective)(build_encoder_for(cfg, info), **cfg.objective_args)
+    objective.load_state_dict(state["model"])
+    return objective.to(device).eval()
+
+
 def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, device: str = "cpu",
                  batch_size: int = 256) -> dict[str, np.ndarray]:
-    """{"inner": (N, H), "output": (N, D), "latents": (N, L), "classes": (N,) or absent} for ``rows``.
+    """{"inner": (N, H), "output": (N, D), "latents": (N, L), "classes": (N,) or absent} for ``rows``, plus any
+    further layers the objective's ``representations`` names (e.g. CRL-TAC's top-crop averages).
 
     A damaged chunk is a one-line :class:`render.store.CorruptChunkError` naming it, not a codec traceback.
     """
-    from training.components import build_encoder_for
-    from training.objectives import OBJECTIVES
     from training.views import Normalize, to_float
 
-    encoder = build_encoder_for(cfg, info)
-    objective = OBJECTIVES.get(cfg.objective)(encoder, **cfg.objective_args)
-    objective.load_state_dict(state["model"])
-    objective.to(device).eval()
+    objective = trained_objective(cfg, state, info, device)
     norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
     g = zarr.open_group(info.path, mode="r")
-    inner, output = [], []
+    layers: dict[str, list[np.ndarray]] = {}
     chunks = np.unique(rows // info.chunk_size)
     keep = []
     with torch.no_grad():
@@ -54,11 +60,10 @@ def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, d
             keep.append(sel)
             for i in range(0, len(images), batch_size):
                 x = norm(to_float(torch.from_numpy(images[i:i + batch_size]).to(device)))
-                h = encoder.features(x)
-                inner.append(h.float().cpu().numpy())
-                output.append(objective.representation(x).float().cpu().numpy())
+                for name, z in objective.representations(x).items():
+                    layers.setdefault(name, []).append(z.float().cpu().numpy())
     order = np.concatenate(keep)
-    out = {"inner": np.concatenate(inner), "output": np.concatenate(output), "rows": order,
+    out = {**{name: np.concatenate(zs) for name, zs in layers.items()}, "rows": order,
            "latents": read_rows(g["latents"], slice(None), info.path)[order]}
     if info.class_names:
         out["classes"] = read_rows(g["classes"], slice(None), info.path)[order]

@@ -16,9 +16,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Write a labelled image dataset as an ident3d store: images as uint8 RGB, the labels as "
                     "latents and the main label as classes (CelebA: gender, plus hair colour as a second latent). "
                     "`digits` is scikit-learn's bundled 8x8 digits, upsampled; the others are read by torchvision "
-                    "from --root and downloaded only with --download.",
+                    "from --root and downloaded only with --download. `NAME_canvas` (digits_canvas, mnist_canvas) "
+                    "is paper 002's CRL-TAC dataset: each 28 px digit at one of 3 x 3 positions of a blank 84 px "
+                    "canvas, with the position as two more labels (digits_canvas: 1297 train, 500 --test images).",
         epilog="examples:\n  ident3d dataset digits --out stores/digits.zarr\n"
                "  ident3d dataset mnist --root ~/data --out stores/mnist.zarr\n"
+               "  ident3d dataset digits_canvas --out stores/canvas.zarr  # paper 002 (CRL-TAC)\n"
                "  ident3d dataset celeba --root ~/data --test --out stores/celeba_test.zarr",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", metavar="NAME", help=f"one of: {', '.join(DATASETS)}")
@@ -26,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--root", help="folder of torchvision's files (not needed for digits)")
     p.add_argument("--download", action="store_true", help="let torchvision download missing files into --root")
     p.add_argument("--test", action="store_true", help="the test split (default: train)")
-    p.add_argument("--size", type=int, help="image size in px (default: 28 grey sets, 32 CIFAR10, 64 CelebA)")
+    p.add_argument("--size", type=int, help="image size in px (default: 28 grey sets, 32 CIFAR10, 64 CelebA; "
+                   "canvas sets: the digit's size)")
     p.add_argument("--chunk-size", type=int, default=256, help="rows per store chunk (default 256)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.set_defaults(run=run)

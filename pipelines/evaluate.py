@@ -16,16 +16,21 @@ from pipelines.files import check_output, write_atomic
 
 
 def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int = 20480, kernel: bool = True,
-                 device: str = "auto", da_style: dict[str, Any] | None = None) -> dict[str, Any]:
+                 device: str = "auto", da_style: dict[str, Any] | None = None,
+                 figure: str | None = None) -> dict[str, Any]:
     """Encode the test store with the run and score every latent; returns the report as a dict.
 
     The report's columns come from the test store's latent groups; ``da_style`` ({DA recipe: nodes, groups
-    or change sets}) overrides which latents a DA recipe counts as changing (see ``evaluation.report``).
+    or change sets}) overrides which latents a DA recipe counts as changing (see ``evaluation.report``). Runs
+    with a trained augmentation channel (CRL-TAC) also get a "channel" section (where P(T|X) puts its mass)
+    and, with ``figure``, paper 002's Fig. 3 as a PNG there.
     """
     from evaluation import linear_probe_accuracy, mcc, r2_per_latent
     from evaluation.encode import encode_store, load_run
     from evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
+    from evaluation.uniformity import uniformity
     from training.data import store_info
+    from training.objectives import OBJECTIVES
     from training.trainer import pick_device
 
     cfg, state = load_run(run_dir)
@@ -57,7 +62,8 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
                               "column_latents": {c.title: list(c.latents) for c in cols},
                               "column_marks": col_marks, "layers": {}}
     table = {}
-    for layer in ("output", "inner"):
+    layers = ["output", "inner", *(k for k in enc if k not in ("output", "inner", "rows", "latents", "classes"))]
+    for layer in layers:
         z = enc[layer]
         zf, zs, yf, ys = z[:fit_n], z[fit_n:], y[:fit_n], y[fit_n:]
         lin = r2_per_latent(zf, yf, zs, ys, kind="linear")
@@ -72,8 +78,13 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
             "r2_kernel": dict(zip(names, ker.scores.round(4).tolist(), strict=True)),
             "r2_linear": dict(zip(names, lin.scores.round(4).tolist(), strict=True)),
             "mcc_pearson_out_of_sample": mcc(yf, zf, z_true_test=ys, z_pred_test=zs) if z.shape[1] <= 512 else None,
+            "uniformity": round(uniformity(zs), 4),  # Wang & Isola's log potential; paper 002 reports exp of it
             "table": row,
         }
+    if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
+        from evaluation.channel import summarise_run
+
+        report["channel"] = summarise_run(cfg, state, info, rows[fit_n:], str(pick_device(device)), figure)
     method = report["layers"]["output"]["r2_method"]
     note = f"R^2: {method}; (S) style = changed by {cfg.views}, (C) content, (C/S) partly style; bold: >= 0.5"
     if style.unmapped:
@@ -103,6 +114,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="which latents a DA recipe changes, as nodes, groups or change sets joined by '+' "
                         "(default colour=hues, crop_large=positions, crop_small=positions, rotation=rotations, "
                         "where the store's SCM has them); repeatable")
+    p.add_argument("--figure", metavar="PNG", help="CRL-TAC runs: draw test images over their P(T|X) here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     p.set_defaults(run=run)
 
@@ -125,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--fit and --score must be positive")
     da_style = parse_da_style(args.da_style)
     out = check_output(args.out, (".json",), args.overwrite) if args.out else None
+    figure = check_output(args.figure, (".png",), args.overwrite) if args.figure else None
     report = evaluate_run(args.run_dir, args.data, args.fit, args.score, kernel=not args.no_kernel, device=args.device,
-                          da_style=da_style)
+                          da_style=da_style, figure=figure)
     print(report["markdown"])
     if out:
         write_atomic(out, lambda p: p.write_text(json.dumps(report, indent=2, default=_jsonable) + "\n"))

@@ -131,6 +131,18 @@ def build_views(cfg: Any, info: StoreInfo) -> ViewMaker:
     return views
 
 
+def check_pairing(cfg: Any, objective_cls: type, views: ViewMaker) -> None:
+    """Refuse an objective that needs its own view maker with another one, and the reverse (CRL-TAC's channel
+    lives in the objective, so ``learned_crop`` hands over whole images that only ``crl_tac`` can use)."""
+    needs = getattr(objective_cls, "view_maker", None)
+    if needs is not None and getattr(views, "registry_name", None) != needs:
+        raise UserError(f"objective {cfg.objective} picks its own views: use --views {needs}, not {cfg.views}")
+    feeds = getattr(views, "objective", None)
+    if feeds is not None and cfg.objective != feeds:
+        raise UserError(f"--views {cfg.views} feeds only --objective {feeds} (the objective that picks the crops), "
+                        f"not {cfg.objective}")
+
+
 def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, device: Any = "cpu") -> Run:
     """Everything the trainer needs, validated (one-line UserErrors for bad names and inputs); synthetic data
     (``cfg.data == "synthetic"``) is generated on ``device``."""
@@ -142,10 +154,13 @@ def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, dev
     objective_cls = OBJECTIVES.get(cfg.objective)
     info = store_info(cfg.data, allow_partial=cfg.allow_partial, split=cfg.split)
     views = build_views(cfg, info)
+    check_pairing(cfg, objective_cls, views)
     if views.n_views != objective_cls.n_views:
         raise UserError(f"objective {cfg.objective} needs {objective_cls.n_views} views, {cfg.views} makes "
                         f"{views.n_views}")
     _, objective = check_components(cfg, info.image_size)
+    if hasattr(views, "draws"):  # learned_crop: as many uniforms per image as the objective samples crops with
+        views.draws = objective.draws_per_image
     keys = [k for k in views.requires if k.startswith("views/")]
     if keys:
         keys += [k.replace("/images", "/latents") for k in keys]

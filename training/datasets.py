@@ -114,13 +114,43 @@ def celeba_arrays(ds: Any, size: int) -> ImageDataset:
                         {"gender": ["female", "male"], "hair_colour": [*HAIR_COLOURS, "other"]})
 
 
-DATASETS = ("digits", "mnist", "fashionmnist", "emnist", "cifar10", "celeba")
+DATASETS = ("digits", "mnist", "fashionmnist", "emnist", "cifar10", "celeba", "digits_canvas", "mnist_canvas")
+CANVAS_CELLS = 3  # paper 002: a 28 px digit at one of 3 x 3 positions of an 84 px canvas
+DIGITS_TEST = 500  # digits_canvas: the last 500 of sklearn's 1797 digits are its test split
+
+
+def canvas(ds: ImageDataset, seed: int = 0, cells: int = CANVAS_CELLS) -> ImageDataset:
+    """Paper 002's dataset: each image pasted at one of ``cells`` x ``cells`` grid positions (uniform per image,
+    from ``seed``) of a blank canvas ``cells`` times its size; labels: the original ones, then the cell's row and
+    column (so a report can tell where the digit is)."""
+    n, h, w, c = ds.images.shape
+    cell = np.random.default_rng(seed).integers(0, cells * cells, n)
+    out = np.zeros((n, h * cells, w * cells, c), np.uint8)
+    for k in range(cells * cells):
+        r, col = divmod(k, cells)
+        out[cell == k, r * h:(r + 1) * h, col * w:(col + 1) * w] = ds.images[cell == k]
+    names = {**ds.label_names, "cell_row": [str(i) for i in range(cells)], "cell_col": [str(i) for i in range(cells)]}
+    labels = {**ds.labels, "cell_row": (cell // cells).astype(np.int64), "cell_col": (cell % cells).astype(np.int64)}
+    return ImageDataset(f"{ds.name}_canvas", out, labels, names)
+
+
+def _subset(ds: ImageDataset, rows: slice) -> ImageDataset:
+    """The rows ``rows`` of a dataset."""
+    return ImageDataset(ds.name, ds.images[rows], {k: v[rows] for k, v in ds.labels.items()}, ds.label_names)
 
 
 def load_dataset(name: str, root: str | None = None, train: bool = True, download: bool = False,
                  size: int | None = None) -> ImageDataset:
     """A dataset by name: ``digits`` needs nothing; the torchvision ones need ``root`` (and ``download`` to fetch)."""
     name = name.lower()
+    if name.endswith("_canvas") and name in DATASETS:  # 28 px digits on an 84 px canvas; --size sets the digit
+        base = name.removesuffix("_canvas")
+        if base == "digits":
+            d = digits(size or 28)
+            inner = _subset(d, slice(0, len(d.images) - DIGITS_TEST) if train else slice(-DIGITS_TEST, None))
+        else:
+            inner = load_dataset(base, root, train, download, size)
+        return canvas(inner, seed=0 if train else 1)
     if name == "digits":
         return digits(size or 28)
     if name not in DATASETS:

@@ -1,4 +1,4 @@
-"""Encoders, registered by name: ResNet-18 with the papers' head, a small CNN and an MLP.
+"""Encoders, registered by name: ResNet-18 with the papers' head, small CNNs (paper 002's for crops) and an MLP.
 
 Every encoder maps its input to (B, out_dim) through ``features`` (the inner representation the
 papers also score, e.g. ResNet-18's 100-d output) and ``head``, then applies an output
@@ -94,6 +94,28 @@ class SmallCNN(Encoder):
             layers += [nn.Conv2d(cin, cout, 3, stride=2, padding=1), nn.BatchNorm2d(cout), nn.LeakyReLU()]
         self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(chans[-1], hidden))
         self._head = _PaperHead(hidden, out_dim)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        return self._head(h)
+
+
+@ENCODERS.register("tac_cnn")
+class TacCNN(Encoder):
+    """Paper 002's encoder for crops: 3 conv layers (32-64-64, the last two stride 2) -> 5x5 pool -> Linear(hidden)
+    is f (200-d); the projection head g is a 2-layer MLP, Linear(hidden) - ReLU - Linear(out_dim) (50-d in the
+    paper)."""
+
+    def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 200, image_size: int = 84):
+        super().__init__(out_dim, constraint)
+        self.image_size, self.channels = image_size, 3
+        self.conv = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(5), nn.Flatten(),
+            nn.Linear(64 * 25, hidden))
+        self._head = nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, out_dim))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)

@@ -280,6 +280,9 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
         objective.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
     model = objective
+    if world > 1 and len(getattr(objective, "phases", ())) > 1:
+        raise UserError(f"objective {cfg.objective} alternates updates, which runs in one process; "
+                        "start it without torchrun")
     if world > 1:
         ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(objective, device_ids=ids)
@@ -287,6 +290,7 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
     if log is not None and state is not None:
         log.truncate(start)
     use_amp = cfg.amp and device.type == "cuda"
+    phases = tuple(getattr(objective, "phases", ())) or ("",)
     last: dict[str, Any] = {"step": start}
     loader = iter(run.loader)
     from tqdm import tqdm
@@ -299,20 +303,12 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
         for step in range(start, cfg.steps):
             batch = {k: v.to(device, non_blocking=True) for k, v in next(loader).items()}
             views = run.views(batch, view_generator(cfg.seed, step, rank))
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-                out = model(views, step, cfg.steps)
-            loss = out["loss"]
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(f"loss became {loss.item()} at step {step}; kept the last good checkpoint "
-                                       f"({ckpt_path if ckpt_path.exists() else 'none yet'}); try a lower --lr "
-                                       "or --grad-clip")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(objective.parameters(), cfg.grad_clip)
-            for group in optimizer.param_groups:
-                group["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup_steps, cfg.schedule)
-            optimizer.step()
+            out: dict[str, torch.Tensor] = {}
+            for phase in phases:  # one optimiser step per phase, in turn (most objectives have one, unnamed)
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
+                    res = model(views, step, cfg.steps, phase=phase) if phase else model(views, step, cfg.steps)
+                _optimise(res["loss"], objective, optimizer, cfg, step, ckpt_path)
+                out.update(res if not out else {f"{phase}/{k}": v for k, v in res.items()})
             objective.after_step(step, cfg.steps)
             done = step + 1
             bar.update(1)
@@ -341,6 +337,22 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
         if world > 1:
             torch.distributed.destroy_process_group()
     return last
+
+
+def _optimise(loss: torch.Tensor, objective: nn.Module, optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int,
+              ckpt_path: Path) -> None:
+    """One optimiser step on ``loss`` (parameters it does not reach keep no gradient and are not moved), with the
+    NaN guard, gradient clipping and the learning-rate schedule."""
+    if not torch.isfinite(loss):
+        raise TrainingDiverged(f"loss became {loss.item()} at step {step}; kept the last good checkpoint "
+                               f"({ckpt_path if ckpt_path.exists() else 'none yet'}); try a lower --lr or --grad-clip")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(objective.parameters(), cfg.grad_clip)
+    for group in optimizer.param_groups:
+        group["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup_steps, cfg.schedule)
+    optimizer.step()
 
 
 class StepTimer:

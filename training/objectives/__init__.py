@@ -5,6 +5,7 @@ from training.objectives import (  # noqa: F401  (imported for their registratio
     barlow_twins,
     byol,
     cr_vae,
+    crl_tac,
     gin_nll,
     infonce,
     lp_infonce,

@@ -20,6 +20,8 @@ class Objective(nn.Module):
 
     registry_name: ClassVar[str]
     n_views: ClassVar[int] = 2  # views per anchor the view maker must produce
+    view_maker: ClassVar[str | None] = None  # the one view maker this objective works with, if it needs its own
+    phases: tuple[str, ...] = ()  # alternating updates: the trainer takes one optimiser step per named phase
 
     def __init__(self, encoder: nn.Module, **hparams: Any):
         super().__init__()
@@ -41,3 +43,11 @@ class Objective(nn.Module):
     def representation(self, x: torch.Tensor) -> torch.Tensor:
         """What evaluation encodes: the encoder's output by default."""
         return self.encoder(x)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The inner layer evaluation also scores: the encoder's features by default."""
+        return self.encoder.features(x)
+
+    def representations(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every layer evaluation scores, by name ("inner", "output", and any the objective adds)."""
+        return {"inner": self.features(x), "output": self.representation(x)}

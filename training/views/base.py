@@ -37,6 +37,7 @@ class ViewMaker:
     registry_name: ClassVar[str]
     n_views: ClassVar[int] = 2
     requires: ClassVar[tuple[str, ...]] = ()  # store arrays the maker needs, e.g. ("views/hues/images",)
+    objective: ClassVar[str | None] = None  # the one objective this maker feeds, if its views are not images
 
     def __init__(self, normalize: Normalize, **options: Any):
         self.normalize = normalize

@@ -1,0 +1,104 @@
+"""Where a trained augmentation channel P(T|X) (CRL-TAC, paper 002) puts its mass: on crops that hold the object
+(on a blank canvas: crops that intersect the digit), how peaked it is, whether the expected crop follows the
+latents (e.g. the object's position), and paper 002's Fig. 3 (test images over their P(T|X))."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from training.channel import CropGrid, nonblank_crops
+
+
+@torch.no_grad()
+def channel_probabilities(objective: Any, x: torch.Tensor, batch_size: int = 256) -> np.ndarray:
+    """P(T|X) (N, T) of normalised images x (N, 3, H, W)."""
+    return torch.cat([objective.probabilities(x[i:i + batch_size]).float().cpu()
+                      for i in range(0, len(x), batch_size)]).numpy()
+
+
+def channel_summary(probs: np.ndarray, images: np.ndarray, grid: CropGrid, latents: np.ndarray | None = None,
+                    latent_names: list[str] | None = None) -> dict[str, Any]:
+    """Statistics of P(T|X) (N, T) over uint8 images (N, H, W, 3) on ``grid``: the mass on non-blank crops
+    (mean, and the share of images with more than 0.9 of it there), the entropy against the uniform channel's
+    log |T|, the largest crop probability, the mean map over the grid, and |Pearson r| between the expected crop
+    centre (row, column) and each latent."""
+    nonblank = nonblank_crops(torch.from_numpy(images), grid).numpy()
+    mass = (probs * nonblank).sum(axis=1)
+    entropy = -(probs * np.log(np.where(probs > 0, probs, 1.0))).sum(axis=1)
+    out: dict[str, Any] = {
+        "grid": {"image_size": grid.image_size, "crop": grid.size, "stride": grid.stride, "crops": grid.n},
+        "mass_on_nonblank": float(mass.mean()), "mass_on_nonblank_std": float(mass.std()),
+        "share_images_mass_over_0.9": float((mass > 0.9).mean()),
+        "uniform_mass_on_nonblank": float(nonblank.mean()),
+        "entropy": float(entropy.mean()), "entropy_uniform": math.log(grid.n),
+        "max_probability": float(probs.max(axis=1).mean()),
+        "mean_map": probs.mean(axis=0).reshape(grid.side, grid.side).round(5).tolist(),
+    }
+    if latents is not None and latent_names:
+        centre = probs @ (grid.corners().numpy() + grid.size / 2.0)  # (N, 2) expected crop centre in px
+        out["centre_correlation"] = {
+            axis: {name: _abs_corr(centre[:, a], latents[:, j]) for j, name in enumerate(latent_names)}
+            for a, axis in enumerate(("row", "column"))}
+    return out
+
+
+def _abs_corr(a: np.ndarray, b: np.ndarray) -> float | None:
+    """|Pearson r| of two vectors; None when either is constant."""
+    if a.std() == 0 or b.std() == 0:
+        return None
+    return round(float(abs(np.corrcoef(a, b)[0, 1])), 4)
+
+
+def channel_figure(images: np.ndarray, probs: np.ndarray, grid: CropGrid, path: str | Path, n: int = 8) -> Path:
+    """Paper 002's Fig. 3: ``n`` images (top row) over their P(T|X) on the crop grid (bottom row, brighter = more
+    probable; pixel (i, j) is the crop with its top-left corner at (i, j) * stride)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = min(n, len(images))
+    fig, axes = plt.subplots(2, n, figsize=(1.6 * n, 3.4), squeeze=False)
+    for i in range(n):
+        axes[0, i].imshow(images[i])
+        axes[1, i].imshow(probs[i].reshape(grid.side, grid.side), cmap="magma")
+        for ax in axes[:, i]:
+            ax.set_xticks([])
+            ax.set_yticks([])
+    axes[0, 0].set_ylabel("x")
+    axes[1, 0].set_ylabel("P(T|x)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def summarise_run(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, device: str = "cpu",
+                  figure: str | Path | None = None, limit: int = 2000) -> dict[str, Any]:
+    """``channel_summary`` of a trained CRL-TAC run on (at most ``limit`` of) a store's ``rows``, and optionally
+    the Fig. 3 figure of its first images."""
+    import zarr
+
+    from evaluation.encode import trained_objective
+    from render.store import read_rows
+    from training.views import Normalize, to_float
+
+    objective = trained_objective(cfg, state, info, device)
+    rows = np.sort(rows[:limit])
+    group = zarr.open_group(info.path, mode="r")
+    span = slice(int(rows[0]), int(rows[-1]) + 1)
+    images = read_rows(group["images"], span, info.path)[rows - rows[0]]
+    latents = read_rows(group["latents"], span, info.path)[rows - rows[0]]
+    norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
+    x = norm(to_float(torch.from_numpy(images).to(device)))
+    probs = channel_probabilities(objective, x)
+    out = channel_summary(probs, images, objective.grid, latents, info.latent_names)
+    if figure is not None:
+        out["figure"] = str(channel_figure(images, probs, objective.grid, figure))
+    return out

@@ -1,0 +1,148 @@
+"""CRL-TAC (paper 002): the crop grid, the channel's entropy and weighted objective on hand-computed cases and
+against a plain loop over the formula, the frozen-uniform channel as SimCLR, and the pairing of objective and
+view maker."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from training.channel import ChannelNet, crop_grid, cut, nonblank_crops, sample_crops
+from training.encoders import build_encoder
+from training.objectives.crl_tac import CRLTAC, channel_entropy, weighted_views_nce
+from training.objectives.infonce import nt_xent
+
+
+def test_paper_grid_and_scaled_grid():
+    g = crop_grid(84)
+    assert (g.size, g.stride, g.side, g.n) == (20, 4, 17, 289)
+    assert g.corners()[-1].tolist() == [64, 64] and g.corners()[1].tolist() == [0, 4]
+    assert crop_grid(64).n == 17 * 17  # the paper's geometry scaled: 15 px at stride 3
+
+
+def test_cut_equals_slicing():
+    g = crop_grid(84)
+    x = torch.randn(3, 3, 84, 84)
+    idx = torch.tensor([[0, 288], [17, 5], [100, 100]])
+    out = cut(x, idx, g).view(3, 2, 3, 20, 20)
+    for i in range(3):
+        for j in range(2):
+            r, c = g.corners()[idx[i, j]].tolist()
+            assert torch.equal(out[i, j], x[i, :, r:r + 20, c:c + 20])
+
+
+def test_sample_crops_follows_the_probabilities():
+    p = torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.1, 0.2, 0.3, 0.4]])
+    u = torch.rand(2, 20000, generator=torch.Generator().manual_seed(0))
+    idx = sample_crops(p, u)
+    assert (idx[0] == 2).all()
+    freq = torch.bincount(idx[1], minlength=4).float() / idx.shape[1]
+    assert torch.allclose(freq, p[1], atol=0.01)
+
+
+def test_nonblank_crops_are_those_holding_a_pixel():
+    g = crop_grid(84)
+    img = torch.zeros(1, 84, 84, 3, dtype=torch.uint8)
+    img[0, 30, 50] = 200
+    got = nonblank_crops(img, g)[0]
+    want = [(r <= 30 < r + 20) and (c <= 50 < c + 20) for r, c in g.corners().tolist()]
+    assert got.tolist() == want and sum(want) == 25
+
+
+def test_channel_entropy_hand_computed():
+    p = torch.tensor([[0.5, 0.25, 0.25], [1.0, 0.0, 0.0]])
+    assert channel_entropy(p.log()).item() == pytest.approx((1.5 * math.log(2) + 0.0) / 2, abs=1e-6)
+    uniform = torch.full((2, 289), 1 / 289)
+    assert channel_entropy(uniform.log()).item() == pytest.approx(math.log(289), abs=1e-5)
+
+
+def test_weighted_objective_hand_computed():
+    # every view the same point: pos = beta, neg = beta + log sum_{b != a} w_b, so loss = sum_a w_a log(...) / 4
+    z = F.normalize(torch.ones(2, 2, 3), dim=-1)
+    assert weighted_views_nce(z, None, 0.5).item() == pytest.approx(math.log(3), abs=1e-6)
+    w = torch.tensor([[3.0, 1.0], [1.0, 1.0]])  # mean-1 per image: (1.5, 0.5) and (1, 1)
+    want = (1.5 * math.log(2.5) + 0.5 * math.log(3.5) + 2 * math.log(3)) / 4
+    assert weighted_views_nce(z, w.log(), 0.5).item() == pytest.approx(want, abs=1e-6)
+    # two images on orthogonal axes, beta 1: each view's loss is log(e + 2) - 1
+    e1, e2 = torch.eye(3)[0], torch.eye(3)[1]
+    z = torch.stack([torch.stack([e1, e1]), torch.stack([e2, e2])])
+    assert weighted_views_nce(z, None, 1.0).item() == pytest.approx(math.log(math.e + 2) - 1, abs=1e-6)
+
+
+def _plain(z: np.ndarray, w: np.ndarray, beta: float) -> float:
+    """SPEC/paper 002's weighted bound, term by term: importance weights normalised to mean 1 per image; for each
+    view a, minus the weighted mean similarity to the other views of its image plus the log of the weighted sum
+    of exp-similarities to every other view of the batch, weighted by w_a and averaged."""
+    b, m, _ = z.shape
+    w = w / w.sum(axis=1, keepdims=True) * m
+    total = 0.0
+    for i in range(b):
+        for j in range(m):
+            num = den = 0.0
+            for jj in range(m):
+                if jj != j:
+                    num += w[i, jj] * beta * float(z[i, j] @ z[i, jj])
+                    den += w[i, jj]
+            neg = 0.0
+            for k in range(b):
+                for kk in range(m):
+                    if (k, kk) != (i, j):
+                        neg += w[k, kk] * math.exp(beta * float(z[i, j] @ z[k, kk]))
+            total += w[i, j] * (math.log(neg) - num / den)
+    return total / (b * m)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_weighted_objective_matches_a_plain_loop(seed):
+    g = torch.Generator().manual_seed(seed)
+    z = F.normalize(torch.randn(4, 3, 5, generator=g, dtype=torch.float64), dim=-1)
+    w = torch.rand(4, 3, generator=g, dtype=torch.float64) + 0.05
+    got = weighted_views_nce(z, w.log(), 0.7).item()
+    assert got == pytest.approx(_plain(z.numpy(), w.numpy(), 0.7), rel=1e-6)
+    assert weighted_views_nce(z, None, 0.7).item() == pytest.approx(_plain(z.numpy(), np.ones((4, 3)), 0.7), rel=1e-6)
+
+
+def test_two_unweighted_views_are_simclr_nt_xent():
+    z = F.normalize(torch.randn(16, 2, 8, generator=torch.Generator().manual_seed(3)), dim=-1)
+    loss, _ = nt_xent(z[:, 0], z[:, 1], tau=1 / 0.5)
+    assert weighted_views_nce(z, None, 0.5).item() == pytest.approx(loss.item(), abs=1e-6)
+    uniform = torch.full((16, 2), -math.log(289))  # the uniform channel's weights change nothing
+    assert weighted_views_nce(z, uniform, 0.5).item() == pytest.approx(loss.item(), abs=1e-6)
+
+
+def _objective(**hp) -> CRLTAC:
+    torch.manual_seed(0)
+    return CRLTAC(build_encoder("tac_cnn", 50, 84), **hp)
+
+
+def test_frozen_channel_is_the_simclr_baseline():
+    obj = _objective(train_channel=False, m=2)
+    assert obj.phases == ("encoder",)
+    assert not any(p.requires_grad for p in obj.channel.parameters())
+    x = torch.randn(6, 3, 84, 84)
+    u = torch.rand(6, obj.draws_per_image, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(obj.probabilities(x), torch.full((6, 289), 1 / 289))
+    out = obj([x, u], phase="encoder")
+    idx = (u[:, :2] * 289).long()  # inverse CDF of the uniform channel
+    z = obj.encoder(cut(x, idx, obj.grid)).view(6, 2, -1)
+    want, _ = nt_xent(z[:, 0], z[:, 1], tau=2.0)
+    assert out["loss"].item() == pytest.approx(want.item(), abs=1e-5)
+
+
+def test_each_phase_reaches_only_its_own_network():
+    obj = _objective()
+    x, u = torch.randn(4, 3, 84, 84), torch.rand(4, obj.draws_per_image)
+    for phase, moved, kept in (("encoder", obj.encoder, obj.channel), ("channel", obj.channel, obj.encoder)):
+        obj.zero_grad(set_to_none=True)
+        obj([x, u], phase=phase)["loss"].backward()
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in moved.parameters()), phase
+        assert all(p.grad is None for p in kept.parameters()), phase
+
+
+def test_channel_starts_uniform():
+    net = ChannelNet(289)
+    assert torch.allclose(net(torch.randn(2, 3, 84, 84)).exp(), torch.full((2, 289), 1 / 289))

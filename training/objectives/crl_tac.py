@@ -1,0 +1,173 @@
+"""CRL-TAC (paper 002): contrastive learning with a trainable augmentation channel P(T|X) over a grid of crops.
+
+Each training step has two phases (the trainer runs them in turn, one optimiser step each, as the paper's
+Algorithm 1 alternates): the *encoder* phase draws m crops per image from P(T|X) and minimises the multi-view
+InfoNCE bound below; the *channel* phase draws m crops uniformly, evaluates the same bound with the crops
+weighted by P(T|X) (encoder frozen) and subtracts lambda * H(T|X). With the channel frozen at its uniform start
+(``train_channel=False``) this is the SimCLR baseline of the paper, the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from causal.errors import UserError
+from training.channel import ChannelNet, crop_grid, cut, sample_crops
+from training.objectives.base import Objective
+from training.registry import OBJECTIVES
+
+CROPS_PER_PASS = 8192  # crops encoded at once when a representation averages over every crop of an image
+
+
+def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: float) -> torch.Tensor:
+    """The Jensen bound of paper 002's objective (2) as a loss, for m >= 2 unit-norm views per image z (B, m, D).
+
+    Views of image i carry weights w_ij = exp(log_weights) (None: all 1), rescaled to mean 1 per image
+    (self-normalised importance weights of crops drawn uniformly, so uniform weights give the unweighted loss;
+    taken as logs so a vanishing probability stays finite). For view a = (i, j):
+    pos_a = sum_{j' != j} w_ij' beta <z_a, z_ij'> / sum_{j' != j} w_ij' and
+    neg_a = log sum_{b != a} w_b exp(beta <z_a, z_b>) over all other views of the batch;
+    loss = sum_a w_a (neg_a - pos_a) / (B m). With m = 2 and no weights it is SimCLR's NT-Xent at tau = 1 / beta.
+    """
+    b, m, _ = z.shape
+    if m < 2:
+        raise ValueError(f"need at least 2 views per image, got {m}")
+    if log_weights is None:
+        log_w = torch.zeros(b * m, device=z.device)
+    else:
+        lw = log_weights.float()
+        log_w = (lw - torch.logsumexp(lw, dim=1, keepdim=True) + math.log(m)).reshape(-1)
+    w = log_w.exp()
+    flat = z.float().reshape(b * m, -1)
+    s = beta * flat @ flat.T
+    image = torch.arange(b, device=z.device).repeat_interleave(m)
+    eye = torch.eye(b * m, dtype=torch.bool, device=z.device)
+    pos_w = w.unsqueeze(0) * ((image.unsqueeze(0) == image.unsqueeze(1)) & ~eye)
+    pos = (pos_w * s).sum(dim=1) / pos_w.sum(dim=1).clamp_min(1e-30)
+    neg = torch.logsumexp((s + log_w.unsqueeze(0)).masked_fill(eye, float("-inf")), dim=1)
+    return (w * (neg - pos)).sum() / (b * m)
+
+
+def channel_entropy(log_probs: torch.Tensor) -> torch.Tensor:
+    """Mean over the batch of H(T|X=x) = -sum_t P(t|x) log P(t|x), in nats, from log-probabilities (B, T)."""
+    p = log_probs.exp()
+    return -(p * log_probs.masked_fill(p == 0, 0.0)).sum(dim=1).mean()
+
+
+@OBJECTIVES.register("crl_tac")
+class CRLTAC(Objective):
+    """CRL-TAC (paper 002): an encoder trained with crops drawn from a learned P(T|X), alternating with the channel.
+
+    Hyperparameters:
+        beta: similarity scale (inverse temperature) on unit-norm outputs (default 0.5, the paper's).
+        m: crops drawn per image in each phase (default 8, the paper's; 2 with a frozen channel is SimCLR).
+        entropy_weight: lambda of the channel's entropy bonus H(T|X) (default 0.0025, the paper's).
+        train_channel: false freezes P(T|X) at uniform: the paper's SimCLR baseline (default true).
+        crop, stride: the crop grid in px (default: the paper's 20 px at stride 4 on 84 px, scaled to the image).
+        top: crops of highest P(T|X) averaged by the "top-n" representation (default 8, the paper's).
+    Needs ``--views learned_crop``; the encoder sees crops (e.g. ``--encoder tac_cnn --out-dim 50``), the
+    representation of an image is E_{P(T|X)}[h(T(X))] over every crop, normalised (``features``: E[f(T(X))]).
+    """
+
+    view_maker: ClassVar[str] = "learned_crop"
+
+    def __init__(self, encoder: nn.Module, *, beta: float = 0.5, m: int = 8, entropy_weight: float = 0.0025,
+                 train_channel: bool = True, crop: int | None = None, stride: int | None = None, top: int = 8):
+        super().__init__(encoder, beta=beta, m=m, entropy_weight=entropy_weight, train_channel=train_channel,
+                         crop=crop, stride=stride, top=top)
+        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+            raise UserError(f"crl_tac: beta must be a positive number, got {beta!r}")
+        if not isinstance(m, int) or m < 2:
+            raise UserError(f"crl_tac: m (crops per image) must be a whole number >= 2, got {m!r}")
+        if not (isinstance(entropy_weight, (int, float)) and math.isfinite(entropy_weight) and entropy_weight >= 0):
+            raise UserError(f"crl_tac: entropy_weight must be a number >= 0, got {entropy_weight!r}")
+        image_size = getattr(encoder, "image_size", None)
+        if not image_size:
+            raise UserError("crl_tac needs an image encoder (e.g. --encoder tac_cnn)")
+        self.grid = crop_grid(int(image_size), crop, stride)
+        self.beta, self.m, self.entropy_weight, self.top = float(beta), m, float(entropy_weight), max(1, int(top))
+        self.train_channel = bool(train_channel)
+        self.channel = ChannelNet(self.grid.n)
+        self.channel.requires_grad_(self.train_channel)
+        self.phases = ("encoder", "channel") if self.train_channel else ("encoder",)
+        self.draws_per_image = 2 * m  # uniforms the view maker supplies: m per phase
+
+    def embed(self, crops: torch.Tensor) -> torch.Tensor:
+        """h(T(X)) on the unit sphere, for a batch of crops."""
+        return F.normalize(self.encoder(crops).float(), dim=1)
+
+    def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1,
+                phase: str = "encoder") -> dict[str, torch.Tensor]:
+        """One phase's loss from [whole images (B, C, H, W), uniforms (B, 2m)] (``training.views.learned_crop``)."""
+        x, u = views
+        b = x.shape[0]
+        if phase == "encoder":
+            with torch.no_grad():
+                log_p = self.channel(x)
+                idx = sample_crops(log_p.exp(), u[:, :self.m])
+            z = self.embed(cut(x, idx, self.grid)).view(b, self.m, -1)
+            pos_sim = (z[:, 0] * z[:, 1]).sum(dim=1).mean()
+            return {"loss": weighted_views_nce(z, None, self.beta), "pos_sim": pos_sim.detach(),
+                    "channel_entropy": channel_entropy(log_p), "channel_max": log_p.exp().max(dim=1).values.mean()}
+        if phase != "channel":
+            raise ValueError(f"unknown phase {phase!r}")
+        log_p = self.channel(x)
+        idx = (u[:, self.m:] * self.grid.n).long().clamp_(max=self.grid.n - 1)
+        with torch.no_grad():
+            z = self.embed(cut(x, idx, self.grid)).view(b, self.m, -1)
+        entropy = channel_entropy(log_p)
+        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta)
+        return {"loss": bound - self.entropy_weight * entropy, "bound": bound.detach(), "entropy": entropy.detach()}
+
+    def probabilities(self, x: torch.Tensor) -> torch.Tensor:
+        """P(T|X) (B, T) over the crop grid."""
+        return self.channel(x).exp()
+
+    def crop_outputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(f, h) of every crop of every image: (B, T, F) inner features and (B, T, D) unit-norm outputs."""
+        t = self.grid.n
+        per = max(1, CROPS_PER_PASS // t)
+        fs, hs = [], []
+        for i in range(0, x.shape[0], per):
+            xi = x[i:i + per]
+            idx = torch.arange(t, device=x.device).expand(xi.shape[0], t)
+            f = self.encoder.features(cut(xi, idx, self.grid))
+            hs.append(self.embed_features(f).view(xi.shape[0], t, -1))
+            fs.append(f.float().view(xi.shape[0], t, -1))
+        return torch.cat(fs), torch.cat(hs)
+
+    def embed_features(self, f: torch.Tensor) -> torch.Tensor:
+        """h from the encoder's inner features (its head, then the sphere)."""
+        return F.normalize(self.encoder.head(f).float(), dim=1)
+
+    def representations(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Paper 002's test-time representations: E_P[h(T(X))] normalised ("output") and E_P[f(T(X))] ("inner"),
+        and with a trained channel the plain average over the ``top`` most probable crops ("*_top")."""
+        p = self.probabilities(x)
+        f, h = self.crop_outputs(x)
+        out = {"inner": torch.einsum("bt,btf->bf", p, f),
+               "output": F.normalize(torch.einsum("bt,btd->bd", p, h), dim=1)}
+        if self.train_channel:
+            top = p.topk(min(self.top, p.shape[1]), dim=1).indices
+            out["inner_top"] = f.gather(1, top.unsqueeze(-1).expand(-1, -1, f.shape[2])).mean(dim=1)
+            out["output_top"] = F.normalize(h.gather(1, top.unsqueeze(-1).expand(-1, -1, h.shape[2])).mean(dim=1),
+                                            dim=1)
+        return out
+
+    def representation(self, x: torch.Tensor) -> torch.Tensor:
+        """E_{P(T|X)}[h(T(X))], normalised: what evaluation encodes as the output."""
+        return self.representations(x)["output"]
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """E_{P(T|X)}[f(T(X))]: the inner layer averaged over the channel."""
+        return self.representations(x)["inner"]
+
+    def describe(self) -> dict[str, Any]:
+        """The crop grid, for reports."""
+        return {"image_size": self.grid.image_size, "crop": self.grid.size, "stride": self.grid.stride,
+                "crops": self.grid.n}
