@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from causal.errors import UserError
-from render.api import VIEW_PRESETS, render_store
+from render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
 from render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderReport
 from render.settings import HUE_MODES
 
@@ -20,6 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                "  ident3d render --scene causal3dident --n 1000 --out stores/c3d.zarr --workers 2\n"
                "  ident3d render --scene 3dident --n 256 --out stores/3di.zarr --views hues:hues,pos:positions\n"
                "  ident3d render --scene causal3dident --latents my_latents.csv --out stores/mine.zarr\n"
+               "  ident3d render --scene causal3dident --n 1000 --out stores/scans.zarr --meshes-dir ~/shapes\n"
                "  ident3d render --scene causal3dident --n 250000 --out s3://bucket/c3d.zarr "
                "--preset original --scheduler tcp://HOST:8786",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -55,7 +56,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="Cycles noise of a view: its own seeds (independent, default) or its anchor's (shared: "
                         "the two images of a pair then share per-pixel sampling noise)")
     p.add_argument("--meshes", nargs="+", metavar="CLASS=PATH",
-                   help="your own meshes per class (OBJ/PLY/STL/glTF/.blend)")
+                   help="your own meshes per class (OBJ/PLY/STL/glTF/.blend); win over --meshes-dir")
+    p.add_argument("--meshes-dir", metavar="DIR",
+                   help="a folder of per-class mesh files named after their class, any case (hare.ply, Cow.obj, "
+                        "ShapeHead.blend; aliases such as bunny, stanford_bunny -> Hare, spot -> Cow, "
+                        "utah_teapot -> Teapot); classes without a file keep their stand-in. Read +Y up "
+                        "(.blend: Z up), scaled like the stand-ins. On a farm DIR must be on a shared file system")
     p.add_argument("--scheduler", metavar="ADDR", help="join an existing Dask cluster (tcp://HOST:PORT); a local "
                                                        "--out is made absolute, so it must be a path all workers share")
     p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
@@ -67,15 +73,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Render (or resume) the store the arguments describe; print which classes use a mesh file first."""
     if args.n is None and args.latents is None:
         raise UserError("give --n N (images to sample) or --latents FILE (rows to render)")
+    if args.meshes or args.meshes_dir is not None:
+        print(mesh_summary(*scene_with_meshes(args.scene, args.meshes, args.meshes_dir)), flush=True)
     settings = {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise,
                 "device": args.device, "hue_mode": args.hue_mode}
     report = render_store(args.out, scene=args.scene, scm=args.scm, n=args.n, latents=args.latents,
                           settings=settings, preset=args.preset, seed=args.seed, chunk_size=args.chunk_size,
                           views=args.views, meshes=args.meshes, view_seeds=args.view_seeds, workers=args.workers,
                           scheduler=args.scheduler, retries=args.retries, overwrite=args.overwrite,
-                          progress=not args.no_progress, connect_timeout=args.connect_timeout)
+                          progress=not args.no_progress, connect_timeout=args.connect_timeout,
+                          meshes_dir=args.meshes_dir)
     return summarize(report)
 
 

@@ -1,8 +1,11 @@
-"""``ident3d show``: print a store's summary and save a grid of its images with their latents."""
+"""``ident3d show``: print a store's summary and save a grid of its images with their latents; given several
+stores, save them side by side (the same latent rows, one figure row per store), e.g. a store rendered with
+your own meshes (``ident3d render --meshes-dir``) next to one rendered with the stand-ins."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ def summary(group: Any, path: str) -> Table:
         ("latents", ", ".join(a.get("latent_names", []))),
         ("groups", "; ".join(f"{g}: {', '.join(m)}" for g, m in a.get("latent_groups", {}).items())),
         ("classes", ", ".join(a.get("class_names") or []) or "-"),
+        ("meshes", mesh_note(a)),
         ("views", "; ".join(f"{v}: {', '.join(c)}" for v, c in a.get("views", {}).items()) or "-"),
         ("render", ", ".join(f"{k}={v}" for k, v in a.get("render", {}).items())),
         ("seed", str(a.get("seed"))),
@@ -41,7 +45,20 @@ def summary(group: Any, path: str) -> Table:
     return t
 
 
+def mesh_note(attrs: dict[str, Any]) -> str:
+    """Which classes used a mesh file (name and sha256 prefix) and which their built-in stand-in, from a store's
+    attributes."""
+    meshes, hashes = attrs.get("meshes") or {}, attrs.get("mesh_sha256") or {}
+    files = [f"{c}={Path(m).name} ({hashes[c][:8]})" if c in hashes else f"{c}={Path(m).name}"
+             for c, m in meshes.items() if not str(m).startswith("builtin:")]
+    standins = [c for c, m in meshes.items() if str(m).startswith("builtin:")]
+    if not files:
+        return "built-in stand-ins" if standins else "-"
+    return ", ".join(files) + (f"; stand-ins: {', '.join(standins)}" if standins else "")
+
+
 def _caption(latents: np.ndarray, names: list[str], groups: dict[str, list[str]], cls: str | None) -> str:
+    """A cell's caption: the class name, then each latent group's values."""
     lines = [cls] if cls else []
     for g, members in groups.items():
         vals = [f"{latents[names.index(m)]:+.2f}" for m in members if m in names]
@@ -102,13 +119,123 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     return out
 
 
+def _done_rows(group: Any, path: str) -> np.ndarray:
+    """Rows of the store's finished chunks, in order."""
+    from render.store import chunk_bounds, done_mask
+
+    n, c = group["images"].shape[0], group["images"].chunks[0]
+    return np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
+                          or [np.zeros(0, int)])
+
+
+def _shared_rows(groups: Sequence[Any], names: Sequence[str], count: int, seed: int | None) -> np.ndarray:
+    """Up to ``count`` rows finished in every store (the first ones, or a random pick with ``seed``)."""
+    from causal.errors import UserError
+
+    rows = _done_rows(groups[0], names[0])
+    for g, name in zip(groups[1:], names[1:], strict=True):
+        rows = np.intersect1d(rows, _done_rows(g, name))
+    if rows.size == 0:
+        raise UserError(f"{', '.join(names)} have no finished rows in common; render them first")
+    if seed is None:
+        return rows[:count]
+    return np.sort(np.random.default_rng(seed).choice(rows, min(count, rows.size), replace=False))
+
+
+def _same_latents(groups: Sequence[Any], names: Sequence[str], rows: np.ndarray) -> None:
+    """Every store holds the first store's latents and classes in ``rows``; else a one-line UserError."""
+    from causal.errors import UserError
+    from render.store import read_rows
+
+    def values(g: Any, name: str, key: str) -> np.ndarray | None:
+        return read_rows(g[key], slice(0, int(rows.max()) + 1), name)[rows] if key in g else None
+
+    for key in ("latents", "classes"):
+        ref = values(groups[0], names[0], key)
+        for g, name in zip(groups[1:], names[1:], strict=True):
+            bad = _first_mismatch(ref, values(g, name, key), rows)
+            if bad is not None:
+                raise UserError(f"{name} holds other {key} than {names[0]} (row {bad}); side by side needs stores "
+                                "rendered from the same rows (same --seed and --n, or the same --latents)")
+
+
+def _first_mismatch(a: np.ndarray | None, b: np.ndarray | None, rows: np.ndarray) -> int | None:
+    """The first of ``rows`` where two stores' values (rows x ...) differ; None when they all agree."""
+    if a is None and b is None:
+        return None
+    if a is None or b is None or a.shape != b.shape:
+        return int(rows[0])
+    differ = ~np.isclose(a, b, atol=1e-6).reshape(len(rows), -1).all(1)
+    return int(rows[np.argmax(differ)]) if differ.any() else None
+
+
+def _store_label(group: Any, name: str) -> str:
+    """A figure row's label: the store's folder name, then one line per class mesh file (or 'stand-ins')."""
+    meshes = dict(group.attrs).get("meshes") or {}
+    files = [f"{c}: {Path(m).name}" for c, m in meshes.items() if not str(m).startswith("builtin:")]
+    rest = "other classes: stand-ins" if files and len(files) < len(meshes) else None
+    lines = [Path(name.rstrip("/")).name, *(files or ["built-in stand-ins"]), *([rest] if rest else [])]
+    return "\n".join(lines)
+
+
+def save_side_by_side(groups: Sequence[Any], names: Sequence[str], out: Path, count: int = 12,
+                      seed: int | None = None) -> list[list[tuple[int, int, int, int]]]:
+    """Save several stores' images of the same latent rows side by side: one figure row per store (labelled
+    with its name and mesh files), one column per row, captioned with row index and class. The stores must hold
+    the same latents (and classes) in those rows, else a one-line UserError. Returns each image's pixel box
+    (x0, y0, x1, y1) in the saved PNG, ``boxes[store][column]``, so callers can compare cells."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from render.store import read_rows
+
+    rows = _shared_rows(groups, names, count, seed)
+    _same_latents(groups, names, rows)
+    class_names = dict(groups[0].attrs).get("class_names")
+    labels = [_store_label(g, name) for g, name in zip(groups, names, strict=True)]
+    left = 0.2 + 0.045 * max(len(line) for label in labels for line in label.splitlines())  # inches, 6 pt text
+    fig, axes = plt.subplots(len(groups), len(rows), figsize=(1.25 * len(rows) + left, 1.3 * len(groups) + 0.3),
+                             squeeze=False, dpi=100)
+    for i, (g, name) in enumerate(zip(groups, names, strict=True)):
+        for j, row in enumerate(rows):
+            ax = axes[i, j]
+            ax.imshow(read_rows(g["images"], int(row), name), interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                cls = class_names[int(read_rows(g["classes"], int(row), name))] if class_names else ""
+                ax.set_title(f"#{row} {cls}".strip(), fontsize=7)
+        axes[i, 0].set_ylabel(labels[i], fontsize=6, rotation=0, ha="right", va="center")
+    fig.subplots_adjust(left=left / fig.get_figwidth(), right=0.99, top=1 - 0.25 / fig.get_figheight(),
+                        bottom=0.02, wspace=0.05, hspace=0.05)
+    fig.canvas.draw()
+    height = fig.canvas.get_width_height()[1]
+    boxes = [[_pixel_box(ax, height) for ax in axes[i]] for i in range(len(groups))]
+    write_atomic(out, lambda p: fig.savefig(p, dpi=100, format=out.suffix[1:]))
+    plt.close(fig)
+    return boxes
+
+
+def _pixel_box(ax: Any, height: int) -> tuple[int, int, int, int]:
+    """An axes' image area as (x0, y0, x1, y1) PNG pixels, rounded inwards (top row first)."""
+    b = ax.get_window_extent()
+    return (int(np.ceil(b.x0)), int(np.ceil(height - b.y1)), int(np.floor(b.x1)), int(np.floor(height - b.y0)))
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("show", help="summarise a store and save a grid of its images",
-                       description="Print a store's summary (scene, size, progress, latents, views, settings) "
-                                   "and, with --out, save a grid of images captioned with their latents "
-                                   "(LT pairs side by side).",
-                       epilog="example: ident3d show stores/c3d.zarr --out grid.png --count 16")
-    p.add_argument("store", metavar="STORE", help="a store made by `ident3d render`")
+    """Register ``ident3d show STORE [STORE ...]``."""
+    p = sub.add_parser("show", help="summarise a store and save a grid of its images (or stores side by side)",
+                       description="Print a store's summary (scene, size, progress, latents, views, settings, "
+                                   "meshes) and, with --out, save a grid of images captioned with their latents "
+                                   "(LT pairs side by side). Given two or more stores rendered from the same "
+                                   "latents (e.g. with and without --meshes-dir), --out saves them side by side: "
+                                   "one figure row per store, the same rows in every column.",
+                       epilog="examples:\n  ident3d show stores/c3d.zarr --out grid.png --count 16\n"
+                              "  ident3d show stores/scans.zarr stores/standins.zarr --out side_by_side.png --count 7",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("store", metavar="STORE", nargs="+", help="one or more stores made by `ident3d render`")
     p.add_argument("--out", help="grid image to write (.png, .pdf or .svg)")
     p.add_argument("--count", type=int, default=12, help="images in the grid (default 12)")
     p.add_argument("--cols", type=int, default=4, help="columns in the grid (default 4)")
@@ -119,15 +246,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print each store's summary; with --out save the grid (one store) or the side-by-side figure (several)."""
     from causal.errors import UserError
     from render.store import open_store
 
     if args.count <= 0 or args.cols <= 0:
         raise UserError("--count and --cols must be positive")
     out = check_output(args.out, (".png", ".pdf", ".svg"), args.overwrite) if args.out else None
-    group = open_store(args.store)
-    Console(width=140).print(summary(group, args.store))
+    groups = [open_store(path) for path in args.store]
+    for group, path in zip(groups, args.store, strict=True):
+        Console(width=140).print(summary(group, path))
+    if out and len(groups) == 1:
+        save_grid(groups[0], out, args.count, args.cols, args.seed, path=args.store[0])
+    elif out:
+        save_side_by_side(groups, args.store, out, args.count, args.seed)
     if out:
-        save_grid(group, out, args.count, args.cols, args.seed, path=args.store)
         print(f"wrote {out}")
     return 0

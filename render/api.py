@@ -23,7 +23,7 @@ from causal import SCM, Samples, builtin_names, load_scm
 from causal.errors import UserError
 from render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
 from render.latents_io import GivenLatents, given_latents
-from render.meshes import sniff_mesh
+from render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
 from render.scene import Scene, load_scene, scene_from_dict
 from render.settings import RenderSettings, render_settings
 from render.store import FORMAT_VERSION, is_url
@@ -36,6 +36,7 @@ LatentsArg = str | Path | np.ndarray | Samples | None
 SettingsArg = RenderSettings | Mapping[str, Any] | None
 ViewsArg = str | Mapping[str, str | Sequence[str]] | None
 MeshesArg = Mapping[str, str | Path] | Sequence[str] | None
+MeshesDirArg = str | Path | None
 
 
 def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,
@@ -43,7 +44,8 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                  preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
                  meshes: MeshesArg = None, view_seeds: str = "independent", workers: int | None = None,
                  scheduler: str | None = None, retries: int = 2, overwrite: bool = False,
-                 progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S) -> RenderReport:
+                 progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
+                 meshes_dir: MeshesDirArg = None) -> RenderReport:
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
     Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local Dask worker processes
@@ -61,7 +63,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
         raise UserError(f"connect timeout must be a positive number of seconds, got {connect_timeout!r}")
     plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
-                       view_seeds=view_seeds)
+                       view_seeds=view_seeds, meshes_dir=meshes_dir)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
                connect_timeout=float(connect_timeout))
 
@@ -69,7 +71,8 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
 def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,
                 latents: LatentsArg = None, classes: np.ndarray | None = None, settings: SettingsArg = None,
                 preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
-                meshes: MeshesArg = None, view_seeds: str = "independent") -> RenderPlan:
+                meshes: MeshesArg = None, view_seeds: str = "independent",
+                meshes_dir: MeshesDirArg = None) -> RenderPlan:
     """Validate a render and build its job, store attributes and layout; nothing is written.
 
     ``scene``: a built-in name, a scene YAML path, a ``Scene`` or its dict. ``scm``: name, path, dict or SCM
@@ -77,8 +80,10 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     .csv/.npy/.npz path, an (N, D) array (+ ``classes``) or ``causal.Samples`` (``n`` may then be left out).
     ``settings``: a ``RenderSettings``, or overrides of ``preset`` (``{"resolution": 32, "hue_mode": ...}``).
     ``views``: exact LT views, ``"hues:hues,pos:positions"`` or ``{name: change set}``. ``meshes``:
-    ``{class: path}`` or ``["CLASS=PATH"]``. ``view_seeds``: 'independent' (each view has its own Cycles
-    noise) or 'shared' (a view reuses its anchor's seeds). Bad input raises a one-line ``UserError``.
+    ``{class: path}`` or ``["CLASS=PATH"]``. ``meshes_dir``: a folder of per-class mesh files matched by name
+    (render.meshes.find_class_meshes; classes without a file keep their stand-in, ``meshes`` entries win over
+    the folder's). ``view_seeds``: 'independent' (each view has its own Cycles noise) or 'shared' (a view
+    reuses its anchor's seeds). Bad input raises a one-line ``UserError``.
     """
     if n is not None and (not _is_int(n) or n <= 0):
         raise UserError(f"n must be a positive number of images, got {n!r}")
@@ -88,7 +93,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
         raise UserError(f"seed must be a non-negative integer, got {seed!r}")
     if view_seeds not in VIEW_SEEDS:
         raise UserError(f"view seeds must be one of {', '.join(VIEW_SEEDS)}, got {view_seeds!r}")
-    the_scene = _scene(scene, meshes)
+    the_scene, folder = scene_with_meshes(scene, meshes, meshes_dir)
     the_scm = _scm(scm, the_scene)
     check_scene_matches(the_scene, the_scm)
     the_settings = _settings(settings, preset)
@@ -104,7 +109,8 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
               "views": list(the_views)}
     check_memory(layout, workers=1)
-    return RenderPlan(job, store_attrs(job, the_scene, the_scm, given), layout,
+    attrs = {**store_attrs(job, the_scene, the_scm, given), "meshes_dir": folder.folder if folder else None}
+    return RenderPlan(job, attrs, layout,
                       None if given is None else given.latents, None if given is None else given.classes)
 
 
@@ -135,6 +141,7 @@ def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | No
         "class_node": scm.class_node,
         "class_names": scm.class_names,
         "meshes": {c["name"]: c["mesh"] for c in job.scene["classes"]},
+        "mesh_sha256": mesh_hashes(scene),
         "change_sets": scm.change_sets,
         "render": job.settings,
         "seed": job.seed,
@@ -195,17 +202,40 @@ def check_scene_matches(scene: Scene, scm: SCM) -> None:
                         f"{len(scene.class_names)}; use a matching SCM or scene")
 
 
-def _scene(scene: SceneArg, meshes: MeshesArg) -> Scene:
+def mesh_hashes(scene: Scene) -> dict[str, str] | None:
+    """sha256 of each class's mesh file ({class: hex}); None when every class uses a built-in mesh, which is what
+    stores made before mesh hashes were recorded hold, so they still resume."""
+    files = {c.name: file_sha256(c.mesh) for c in scene.classes if not c.mesh.startswith("builtin:")}
+    return files or None
+
+
+def scene_with_meshes(scene: SceneArg, meshes: MeshesArg = None,
+                      meshes_dir: MeshesDirArg = None) -> tuple[Scene, MeshFolder | None]:
+    """The scene with its classes' mesh files put in (``meshes_dir`` matched by name, then ``meshes`` on top)
+    and checked (render.meshes.sniff_mesh), and the folder match (None without ``meshes_dir``)."""
     if isinstance(scene, Scene):
         out = scene
     elif isinstance(scene, Mapping):
         out = scene_from_dict(scene)
     else:
         out = load_scene(scene)
-    found = parse_meshes(meshes)
+    folder = find_class_meshes(meshes_dir, out.class_names) if meshes_dir is not None else None
+    found = {**(folder.found if folder else {}), **parse_meshes(meshes)}
     out = out.with_meshes(found) if found else out
     check_mesh_files(out)
-    return out
+    return out, folder
+
+
+def mesh_summary(scene: Scene, folder: MeshFolder | None = None) -> str:
+    """One line saying which classes use a mesh file and which their stand-in (and which files were ignored)."""
+    files = [f"{c.name} <- {Path(c.mesh).name}" for c in scene.classes if not c.mesh.startswith("builtin:")]
+    standins = [c.name for c in scene.classes if c.mesh.startswith("builtin:")]
+    line = f"meshes: {', '.join(files) or 'none'}"
+    line += f" (from {folder.folder})" if folder else ""
+    line += f"; stand-ins: {', '.join(standins) or 'none'}"
+    if folder and folder.ignored:
+        line += f"; ignored (no class of that name): {', '.join(folder.ignored)}"
+    return line
 
 
 def _scm(scm: ScmArg, scene: Scene) -> SCM:

@@ -1,12 +1,24 @@
 """Object meshes: procedural defaults (Utah teapot, Blender primitives) and user mesh files, normalised in size.
 
-Every function here needs Blender, but bpy is imported lazily so that importing this module stays cheap.
+Loading and normalising need Blender, but bpy is imported lazily so that importing this module stays cheap;
+finding a folder's per-class files (:func:`find_class_meshes`), hashing and writing test meshes need no bpy.
+
+Conventions for a mesh file (all formats, ``--meshes`` and ``--meshes-dir`` alike):
+
+- **Up axis**: exchange formats (.obj, .ply, .stl, .gltf, .glb) are read as **+Y up, -Z forward** (the OBJ and
+  glTF convention, and the Stanford scans' and Keenan Crane's "spot"'s) and turned into Blender's +Z up; a
+  .blend is Blender's own +Z up and taken as it is (its first mesh object, with its object transform). A Z-up
+  PLY/STL therefore lies on its side: re-export it Y-up or save it as .blend.
+- **Size and pivot**: like the stand-ins, scaled so the largest side of its bounding box is the scene's
+  ``extent`` (4.442 for Causal3DIdent) and pivoting about its bounding-box centre, with no resting yaw.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +33,15 @@ if TYPE_CHECKING:
 BUILTIN_MESHES = ("teapot", "monkey", "torus", "cone", "icosphere", "cylinder", "cube")
 FLAT_SHADED = ("builtin:cone", "builtin:cylinder", "builtin:icosphere", "builtin:cube")  # hard edges, no smoothing
 MESH_SUFFIXES = (".obj", ".ply", ".stl", ".gltf", ".glb", ".blend")
+# The one alias table of --meshes-dir: file names (stems, lower case, '-'/' ' read as '_') that stand for a
+# Causal3DIdent class besides the class's own name. Any stem may also carry Multimodal3DIdent's "Shape" prefix
+# (assets/shapes/ShapeCow.blend). bun_zipper and dragon_vrip are the Stanford repository's own file names.
+MESH_ALIASES: dict[str, tuple[str, ...]] = {
+    "Teapot": ("utah_teapot",),
+    "Hare": ("bunny", "stanford_bunny", "bun_zipper"),
+    "Dragon": ("stanford_dragon", "dragon_vrip"),
+    "Cow": ("spot",),  # Keenan Crane's cow
+}
 
 
 class MeshFileError(FileNotFoundError, UserError):
@@ -29,6 +50,12 @@ class MeshFileError(FileNotFoundError, UserError):
 
 class MeshLoadError(UserError):
     """A mesh file exists but could not be imported."""
+
+
+def _blender_ready() -> None:
+    """Import bpy through render.blender, which puts Blender's script folders last on sys.path: imported bare,
+    bpy leaves them first, and Dask workers spawned later by this process would import the wrong ``bpy``."""
+    import render.blender  # noqa: F401 - imported for that side effect
 
 
 def _mesh_from_arrays(name: str, verts: np.ndarray, faces: np.ndarray) -> bpy.types.Mesh:
@@ -64,6 +91,7 @@ def _torus(major: float = 1.0, minor: float = 0.4, n_major: int = 48, n_minor: i
 
 def builtin_mesh(shape: str, name: str | None = None) -> bpy.types.Mesh:
     """A procedural mesh: 'teapot' (Bezier patches) or a Blender primitive shape (see BUILTIN_MESHES)."""
+    _blender_ready()
     import bpy  # isort: skip (bpy first: it makes bmesh importable)
     import bmesh
 
@@ -164,7 +192,8 @@ def _obj_has_vertices(path: Path) -> bool:
 
 
 def _import_objects(path: Path) -> list[bpy.types.Object]:
-    """Run the Blender 5 importer for the file's suffix; return the objects it created."""
+    """Run the Blender 5 importer for the file's suffix; return the objects it created. OBJ, PLY and STL are read
+    +Y up, -Z forward (the module's one up-axis rule; glTF is Y-up by its specification, .blend is Z-up)."""
     import bpy
 
     suffix = path.suffix.lower()
@@ -174,12 +203,13 @@ def _import_objects(path: Path) -> list[bpy.types.Object]:
         return [o for o in dst.objects if o is not None]
     before = set(bpy.data.objects)
     fp = str(path)
+    y_up = {"forward_axis": "NEGATIVE_Z", "up_axis": "Y"}
     if suffix == ".obj":
-        result = bpy.ops.wm.obj_import(filepath=fp)
+        result = bpy.ops.wm.obj_import(filepath=fp, **y_up)
     elif suffix == ".ply":
-        result = bpy.ops.wm.ply_import(filepath=fp)
+        result = bpy.ops.wm.ply_import(filepath=fp, **y_up)
     elif suffix == ".stl":
-        result = bpy.ops.wm.stl_import(filepath=fp)
+        result = bpy.ops.wm.stl_import(filepath=fp, **y_up)
     else:
         result = bpy.ops.import_scene.gltf(filepath=fp)
     if "FINISHED" not in result:
@@ -198,6 +228,7 @@ def _world_matrix(obj: bpy.types.Object):
 
 def load_mesh(path: str | Path, class_name: str = "?") -> bpy.types.Mesh:
     """Import a mesh file (OBJ/PLY/STL/glTF, or the first mesh object of a .blend) as one world-space mesh."""
+    _blender_ready()
     import bpy  # isort: skip (bpy first: it makes bmesh importable)
     import bmesh
 
@@ -281,7 +312,129 @@ def class_mesh(
         mesh = builtin_mesh(source.split(":", 1)[1], class_name)
     else:
         mesh = load_mesh(source, class_name)
-    normalise(mesh, extent, pivot, yaw_deg)
+    try:
+        normalise(mesh, extent, pivot, yaw_deg)
+    except MeshLoadError as exc:  # name the class and its source besides Blender's mesh name
+        raise MeshLoadError(f"class {class_name}: {source}: {exc}") from None
+    if len(mesh.polygons) == 0:
+        raise MeshLoadError(f"class {class_name}: {source} has no faces (a point cloud or loose vertices only); "
+                            "give a surface mesh")
     smooth = source not in FLAT_SHADED
     mesh.polygons.foreach_set("use_smooth", [smooth] * len(mesh.polygons))
     return mesh
+
+
+# ----- a folder of per-class mesh files (--meshes-dir); no bpy ------------------------------------------------
+@dataclass(frozen=True)
+class MeshFolder:
+    """What a meshes folder gives a scene: ``found`` {class: absolute path}, the classes left with their
+    stand-in (``standins``) and the mesh files that name no class (``ignored``, file names)."""
+
+    folder: str
+    found: dict[str, str]
+    standins: tuple[str, ...]
+    ignored: tuple[str, ...]
+
+
+def mesh_stem(file_name: str) -> str:
+    """A file name as it is matched against class names: its stem in lower case, '-' and ' ' read as '_'."""
+    return Path(file_name).stem.lower().replace("-", "_").replace(" ", "_")
+
+
+def class_for_file(file_name: str, class_names: Sequence[str]) -> str | None:
+    """The class a mesh file is for: its stem is a class name (any case) or one of the class's MESH_ALIASES,
+    optionally after a 'Shape' prefix (Multimodal3DIdent's ShapeCow.blend); None when it names no class."""
+    keys = {alias: c for c in class_names for alias in (c.lower(), *MESH_ALIASES.get(c, ()))}
+    stem = mesh_stem(file_name)
+    for candidate in (stem, stem.removeprefix("shape").lstrip("_")):
+        if candidate in keys:
+            return keys[candidate]
+    return None
+
+
+def _mesh_files(folder: Path) -> list[Path]:
+    """The mesh files (known suffixes, any case) directly inside ``folder``, sorted by name; one-line errors for
+    a missing folder, a file given as the folder, or a folder without mesh files."""
+    if not folder.exists():
+        raise MeshFileError(f"meshes dir {folder} not found; give a folder of per-class mesh files")
+    if not folder.is_dir():
+        raise MeshFileError(f"meshes dir {folder} is a file, not a folder of per-class mesh files")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in MESH_SUFFIXES)
+    if not files:
+        raise MeshFileError(f"meshes dir {folder} holds no mesh files ({', '.join(MESH_SUFFIXES)}); "
+                            "put e.g. hare.obj or bunny.ply there")
+    return files
+
+
+def find_class_meshes(folder: str | Path, class_names: Sequence[str]) -> MeshFolder:
+    """Match the mesh files in ``folder`` to classes by file name (see :func:`class_for_file`); paths come back
+    absolute (they go to the store and to remote workers). Two files for one class, or none for any class, is a
+    one-line UserError; files naming no class are listed in ``ignored``."""
+    if not str(folder).strip():
+        raise MeshFileError("meshes dir is empty (''); give a folder of per-class mesh files")
+    root = Path(folder).expanduser().resolve()
+    found: dict[str, Path] = {}
+    ignored: list[str] = []
+    for path in _mesh_files(root):
+        cls = class_for_file(path.name, class_names)
+        if cls is None:
+            ignored.append(path.name)
+        elif cls in found:
+            raise UserError(f"meshes dir {root}: both {found[cls].name} and {path.name} are meshes for class "
+                            f"{cls}; keep one")
+        else:
+            found[cls] = path
+    if not found:
+        raise UserError(f"meshes dir {root}: no file names a class of the scene ({', '.join(class_names)}); "
+                        f"name each file after its class, e.g. {class_names[-1].lower()}.obj (aliases: "
+                        f"{_alias_text(class_names)})")
+    return MeshFolder(str(root), {c: str(p) for c, p in found.items()},
+                      tuple(c for c in class_names if c not in found), tuple(ignored))
+
+
+def _alias_text(class_names: Sequence[str]) -> str:
+    """The aliases of these classes in words, e.g. 'Hare: bunny, stanford_bunny; Cow: spot'."""
+    return "; ".join(f"{c}: {', '.join(MESH_ALIASES[c])}" for c in class_names if c in MESH_ALIASES) or "none"
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes (read in 1 MiB blocks: scans can be large), recorded per class in a store."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(2**20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_mesh(path: str | Path, verts: np.ndarray, faces: np.ndarray) -> Path:
+    """Write a triangle mesh (vertices (V, 3), faces (F, 3), 0-based) as OBJ, ASCII PLY or binary STL by the
+    suffix, without Blender: small generated meshes for tests and galleries. Coordinates are written as given
+    (the file's frame, read back +Y up)."""
+    path = Path(path)
+    verts, faces = np.asarray(verts, dtype=np.float64), np.asarray(faces, dtype=np.int64)
+    suffix = path.suffix.lower()
+    if suffix == ".obj":
+        lines = [f"v {x:.6f} {y:.6f} {z:.6f}" for x, y, z in verts] + [f"f {a} {b} {c}" for a, b, c in faces + 1]
+        path.write_text("\n".join(lines) + "\n")
+    elif suffix == ".ply":
+        head = ["ply", "format ascii 1.0", f"element vertex {len(verts)}", "property float x", "property float y",
+                "property float z", f"element face {len(faces)}", "property list uchar int vertex_indices",
+                "end_header"]
+        body = [f"{x:.6f} {y:.6f} {z:.6f}" for x, y, z in verts] + [f"3 {a} {b} {c}" for a, b, c in faces]
+        path.write_text("\n".join(head + body) + "\n")
+    elif suffix == ".stl":
+        path.write_bytes(_stl_bytes(verts, faces))
+    else:
+        raise UserError(f"write_mesh writes .obj, .ply or .stl, not {path.name}")
+    return path
+
+
+def _stl_bytes(verts: np.ndarray, faces: np.ndarray) -> bytes:
+    """A binary STL: 80-byte header, triangle count, then per triangle its normal, 3 corners and 2 spare bytes."""
+    tri = verts[faces]
+    normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+    record = np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)), ("attr", "<u2")])
+    data = np.zeros(len(faces), dtype=record)
+    data["n"], data["v"] = normals, tri
+    return b"ident3d".ljust(80, b" ") + len(faces).to_bytes(4, "little") + data.tobytes()

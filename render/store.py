@@ -21,8 +21,9 @@ from causal.errors import UserError
 
 FORMAT_VERSION = 1
 # attributes that must match for a run to resume (or be skipped) on an existing store
+# (mesh_sha256: the class mesh files' bytes, None for built-in meshes only, as in stores made before it existed)
 FINGERPRINT_KEYS = ("format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size", "views", "view_seeds",
-                    "latents_sha256")
+                    "latents_sha256", "mesh_sha256")
 # Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
 DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),
               "done": ("chunk",)}
