@@ -47,7 +47,7 @@ class NearestNeighbourPairs:
         self.change = self.scm.resolve(change)
         self.pool = info.rows  # sorted usable row ids; the arrays below are indexed by position in it
         self.latents, self.classes = self._read_latents()
-        self.trees = {int(k): (members, cKDTree(self.latents[members]))
+        self.trees = {int(k): (members, cKDTree(self.latents[members], leafsize=32))
                       for k in np.unique(self.classes) for members in [np.flatnonzero(self.classes == k)]}
         self.images = ChunkCache(info.path, "images", info.chunk_size, info.n, cache_bytes)
 
