@@ -11,6 +11,7 @@ from render.settings import HUE_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``ident3d render`` and its options."""
     p = sub.add_parser(
         "render", help="render latents into a Zarr image store (parallel, resumable)",
         description="Sample latents from the scene's SCM (or read them from --latents FILE), render them with "

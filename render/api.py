@@ -239,6 +239,7 @@ def mesh_summary(scene: Scene, folder: MeshFolder | None = None) -> str:
 
 
 def _scm(scm: ScmArg, scene: Scene) -> SCM:
+    """The SCM to sample: given, or the built-in of the scene's name."""
     if isinstance(scm, SCM):
         return scm
     if scm is None:
@@ -249,6 +250,7 @@ def _scm(scm: ScmArg, scene: Scene) -> SCM:
 
 
 def _settings(settings: SettingsArg, preset: str) -> RenderSettings:
+    """Render settings: given, or the preset with checked overrides."""
     if isinstance(settings, RenderSettings):
         return settings
     overrides = dict(settings or {})
@@ -261,6 +263,7 @@ def _settings(settings: SettingsArg, preset: str) -> RenderSettings:
 
 
 def _given(latents: LatentsArg, classes: np.ndarray | None, n: int | None, scm: SCM) -> GivenLatents | None:
+    """Given latent rows checked against the SCM and n; None when rows are to be sampled."""
     if latents is None:
         if classes is not None:
             raise UserError("classes= goes with latents=; to sample rows give n only")
@@ -273,10 +276,12 @@ def _given(latents: LatentsArg, classes: np.ndarray | None, n: int | None, scm: 
 
 
 def _is_int(x: object) -> bool:
+    """An integer (Python or NumPy), not a bool."""
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
 def _versions() -> dict[str, str]:
+    """Versions of Python and the packages a store was made with."""
     out = {"python": platform.python_version()}
     for pkg in ("ident3d", "bpy", "zarr", "numpy", "dask"):
         try:
