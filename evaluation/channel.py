@@ -102,3 +102,14 @@ def summarise_run(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, 
     if figure is not None:
         out["figure"] = str(channel_figure(images, probs, objective.grid, figure))
     return out
+
+
+def cell_oracle(cells: np.ndarray, grid: CropGrid, cell_px: int) -> np.ndarray:
+    """Paper 002's oracle P(T|X) (N, T): uniform over the crops that lie wholly inside the grid cell (row, column)
+    ``cells`` (N, 2) holding the digit (9 crops for 28 px cells, 20 px crops at stride 4)."""
+    corners = grid.corners().numpy()
+    lo = cells[:, None, :] * cell_px
+    inside = ((corners[None] >= lo) & (corners[None] + grid.size <= lo + cell_px)).all(axis=-1)
+    if not inside.any(axis=1).all():
+        raise ValueError(f"a {grid.size} px crop does not fit inside a {cell_px} px cell")
+    return inside / inside.sum(axis=1, keepdims=True)

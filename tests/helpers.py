@@ -20,3 +20,38 @@ def render_tiny_store(out):
     assert render_store(out, scene="causal3dident", n=96, settings={"resolution": 32, "samples": 4},
                         views="hues:hues", chunk_size=32, workers=2, progress=False).ok
     return out
+
+
+def run_cli(*args, cwd=None, env=None):
+    """``ident3d ARGS`` in this process (no interpreter + torch start-up per call, which dominated the fault tests'
+    time): a ``subprocess.CompletedProcess`` with the exit code and what the command wrote to stdout and stderr.
+    An exception that escapes ``main`` is written to stderr as Python would (a traceback) with exit code 1, so
+    "one line, no traceback" is checked exactly as for a real command. Faults that need a real process (signals,
+    a killed worker) keep using subprocesses."""
+    import contextlib
+    import io
+    import os
+    import subprocess
+    import traceback
+
+    from pipelines.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd, old_env = os.getcwd(), dict(os.environ)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        os.environ.update(env or {})
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except BaseException:  # noqa: BLE001 - reported like an uncaught exception in a real process
+                traceback.print_exc(file=err)
+                code = 1
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())

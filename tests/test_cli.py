@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import run_cli
 
 from causal import load_scm
 
 
 def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True,
-                          text=True, cwd=cwd)
+    """The command, in-process (``helpers.run_cli``)."""
+    return run_cli(*args, cwd=cwd)
 
 
 def test_console_script_lists_subcommands():

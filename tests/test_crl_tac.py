@@ -146,3 +146,37 @@ def test_each_phase_reaches_only_its_own_network():
 def test_channel_starts_uniform():
     net = ChannelNet(289)
     assert torch.allclose(net(torch.randn(2, 3, 84, 84)).exp(), torch.full((2, 289), 1 / 289))
+
+
+@pytest.fixture(scope="module")
+def small_canvas(tmp_path_factory):
+    """sklearn's digits at 14 px on a 42 px canvas (the paper's geometry halved: 10 px crops at stride 2, 289
+    crops), as a train store and the in-memory test split."""
+    from training.datasets import _subset, canvas, digits, write_dataset_store
+
+    d = digits(14)
+    train_set, test_set = canvas(_subset(d, slice(0, 1297)), 0), canvas(_subset(d, slice(1297, None)), 1)
+    store = write_dataset_store(train_set, tmp_path_factory.mktemp("canvas") / "train.zarr")
+    return store, test_set
+
+
+def test_training_moves_the_channel_onto_the_digit(small_canvas, tmp_path):
+    """A short CRL-TAC run puts > 0.9 of P(T|X) on crops that intersect the digit of held-out images; the frozen
+    (SimCLR) channel keeps the uniform share, about 0.23."""
+    from evaluation.channel import channel_probabilities, channel_summary
+    from evaluation.probe_run import load_objective
+    from training.trainer import TrainConfig, train
+    from training.views import Normalize, to_float
+
+    store, test_set = small_canvas
+    cfg = TrainConfig(data=str(store), objective="crl_tac", views="learned_crop", encoder="tac_cnn", out_dim=50,
+                      steps=600, batch_size=32, lr=1e-3, seed=0, checkpoint_every=600, log_every=100,
+                      objective_args={"entropy_weight": 0.005})
+    train(cfg, tmp_path / "tac", progress=False)
+    cfg, objective = load_objective(str(tmp_path / "tac"), 42)
+    x = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))(
+        to_float(torch.from_numpy(test_set.images)))
+    summary = channel_summary(channel_probabilities(objective, x), test_set.images, objective.grid)
+    assert summary["mass_on_nonblank"] > 0.9, summary["mass_on_nonblank"]
+    assert summary["uniform_mass_on_nonblank"] < 0.3
+    assert summary["entropy"] < summary["entropy_uniform"] - 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import tree_digest
+from helpers import run_cli, tree_digest
 
 from render.driver import FAULT_ENV, FULL_DISK_ENV
 
@@ -24,11 +24,9 @@ BASE = ["render", "--scene", "causal3dident", "--n", str(N), "--resolution", "32
         "--chunk-size", str(CHUNK), "--workers", "1", "--no-progress"]
 
 
-def ident3d(*args, cwd=None, env=None, timeout=180):
-    """Run ``ident3d ARGS`` as a real command; the project is importable from any cwd (PYTHONPATH)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, timeout=timeout)
+def ident3d(*args, cwd=None, env=None):
+    """``ident3d ARGS`` in-process (``helpers.run_cli``); its Dask workers are real processes."""
+    return run_cli(*args, cwd=cwd, env=env)
 
 
 def one_line(r, code=2):

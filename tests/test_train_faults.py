@@ -14,15 +14,21 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import render_tiny_store, tree_digest
+from helpers import render_tiny_store, run_cli, tree_digest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--encoder", "cnn", "--batch-size", "32", "--no-progress"]
 
 
 def cli(*args, cwd=None):
+    """The command, run in-process (``helpers.run_cli``)."""
+    return run_cli(*args, cwd=cwd)
+
+
+def real_cli(*args):
+    """The command as a real process (the Ctrl-C test compares weights across processes, bit for bit)."""
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def assert_refused(r, expected):
@@ -216,7 +222,7 @@ def test_estimate_text():
 def test_sigint_mid_run_then_resume_gives_the_uninterrupted_weights(store, tmp_path):
     common = ["--data", store, *TINY, "--views", "lt_exact:hues", "--steps", "60", "--checkpoint-every", "5",
               "--log-every", "1"]
-    assert cli("train", "--out", tmp_path / "full", *common).returncode == 0
+    assert real_cli("train", "--out", tmp_path / "full", *common).returncode == 0
     part = tmp_path / "part"
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "train", "--out", str(part), *map(str, common)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -229,7 +235,7 @@ def test_sigint_mid_run_then_resume_gives_the_uninterrupted_weights(store, tmp_p
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "--resume" in err, err
     stopped = torch.load(part / "checkpoint.pt", weights_only=False)["step"]
     assert 5 <= stopped < 60 and stopped % 5 == 0
-    r = cli("train", "--out", part, *common, "--resume")
+    r = real_cli("train", "--out", part, *common, "--resume")
     assert r.returncode == 0, r.stderr
     a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)["model"]
     b = torch.load(part / "checkpoint.pt", weights_only=False)["model"]

@@ -145,14 +145,15 @@ class CRLTAC(Objective):
         """h from the encoder's inner features (its head, then the sphere)."""
         return F.normalize(self.encoder.head(f).float(), dim=1)
 
-    def representations(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    def representations(self, x: torch.Tensor, probs: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Paper 002's test-time representations: E_P[h(T(X))] normalised ("output") and E_P[f(T(X))] ("inner"),
-        and with a trained channel the plain average over the ``top`` most probable crops ("*_top")."""
-        p = self.probabilities(x)
+        and with a trained channel the plain average over the ``top`` most probable crops ("*_top"). ``probs``
+        (B, T) replaces the channel's P(T|X), e.g. by the paper's oracle."""
+        p = self.probabilities(x) if probs is None else probs.to(x.device, torch.float32)
         f, h = self.crop_outputs(x)
         out = {"inner": torch.einsum("bt,btf->bf", p, f),
                "output": F.normalize(torch.einsum("bt,btd->bd", p, h), dim=1)}
-        if self.train_channel:
+        if self.train_channel and probs is None:
             top = p.topk(min(self.top, p.shape[1]), dim=1).indices
             out["inner_top"] = f.gather(1, top.unsqueeze(-1).expand(-1, -1, f.shape[2])).mean(dim=1)
             out["output_top"] = F.normalize(h.gather(1, top.unsqueeze(-1).expand(-1, -1, h.shape[2])).mean(dim=1),
