@@ -176,7 +176,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                "  ident3d train --data stores/c3d.zarr --objective infonce --views crop_large+colour "
                "--encoder resnet18 --steps 1000 --batch-size 256 --out runs/da_crop\n"
                "  ident3d train --data stores/c3d.zarr --objective infonce --views lt_exact:hues --out runs/lt_hues\n"
-               "  ident3d train --data stores/c3d.zarr --objective infonce --views lt_nn:positions --out runs/lt_nn",
+               "  ident3d train --data stores/c3d.zarr --objective infonce --views lt_nn:positions --out runs/lt_nn\n"
+               "  ident3d train --data stores/canvas.zarr --objective crl_tac --views learned_crop --encoder tac_cnn "
+               "--out-dim 50 --out runs/crl_tac  # paper 002 (ident3d dataset digits_canvas)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--list", action="store_true", help="list objectives, view makers and encoders, then exit")
     p.add_argument("--data", metavar="STORE", help="training store (from ident3d render)")

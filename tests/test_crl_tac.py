@@ -180,3 +180,18 @@ def test_training_moves_the_channel_onto_the_digit(small_canvas, tmp_path):
     assert summary["mass_on_nonblank"] > 0.9, summary["mass_on_nonblank"]
     assert summary["uniform_mass_on_nonblank"] < 0.3
     assert summary["entropy"] < summary["entropy_uniform"] - 1
+
+
+@pytest.mark.parametrize("objective, views, says", [
+    ("infonce", "learned_crop", "feeds only --objective crl_tac"),
+    ("crl_tac", "colour", "use --views learned_crop"),
+])
+def test_objective_and_view_maker_must_pair(small_canvas, tmp_path, objective, views, says):
+    from helpers import run_cli
+
+    store, _ = small_canvas
+    r = run_cli("train", "--data", store, "--objective", objective, "--views", views, "--encoder", "tac_cnn",
+                "--steps", "2", "--out", tmp_path / "run", "--no-progress")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and says in lines[0], r.stderr
+    assert not (tmp_path / "run").exists()
