@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from pipelines.files import check_output_dir
 from render.published import FORMATS, export_published
 
 
@@ -33,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export, then print what was written."""
+    check_output_dir(args.out)
     report = export_published(args.store, args.out, args.format, overwrite=args.overwrite, workers=args.workers,
                               progress=not args.no_progress)
     print(f"exported {report.images} images and {len(report.files)} numpy files in {report.seconds:.1f} s "

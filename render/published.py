@@ -484,12 +484,11 @@ def check_exportable(group: Any, store: str, fmt: str) -> None:
 
 
 def check_export_target(out: Path, overwrite: bool) -> None:
-    """``out`` is a new or empty folder (or ``overwrite``), and its parent is writable."""
-    from pipelines.files import check_output_dir
-
-    if out.exists() and out.is_dir() and any(out.iterdir()) and not overwrite:
+    """``out`` is a new or empty folder (or ``overwrite``); the command also checks that it can be created."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; choose a folder")
+    if out.exists() and any(out.iterdir()) and not overwrite:
         raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
-    check_output_dir(out)
 
 
 def scaled_latents(raw: np.ndarray, scene_spec: dict[str, Any], fmt: str) -> np.ndarray:

@@ -55,3 +55,11 @@ def run_cli(*args, cwd=None, env=None):
         os.environ.clear()
         os.environ.update(old_env)
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a command the test will Ctrl-C: SIGINT back to its default, as under a terminal. A
+    shell starting the test run in the background hands SIG_IGN down to every child, which would swallow it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

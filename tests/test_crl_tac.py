@@ -73,10 +73,11 @@ def test_weighted_objective_hand_computed():
     assert weighted_views_nce(z, None, 1.0).item() == pytest.approx(math.log(math.e + 2) - 1, abs=1e-6)
 
 
-def _plain(z: np.ndarray, w: np.ndarray, beta: float) -> float:
+def _plain(z: np.ndarray, w: np.ndarray, beta: float, jensen: bool = True) -> float:
     """SPEC/paper 002's weighted bound, term by term: importance weights normalised to mean 1 per image; for each
     view a, minus the weighted mean similarity to the other views of its image plus the log of the weighted sum
-    of exp-similarities to every other view of the batch, weighted by w_a and averaged."""
+    of exp-similarities to every other view of the batch, weighted by w_a and averaged; without Jensen (objective
+    (2) itself) the first term is the log of the weighted mean of the exp-similarities."""
     b, m, _ = z.shape
     w = w / w.sum(axis=1, keepdims=True) * m
     total = 0.0
@@ -85,14 +86,16 @@ def _plain(z: np.ndarray, w: np.ndarray, beta: float) -> float:
             num = den = 0.0
             for jj in range(m):
                 if jj != j:
-                    num += w[i, jj] * beta * float(z[i, j] @ z[i, jj])
+                    sim = beta * float(z[i, j] @ z[i, jj])
+                    num += w[i, jj] * (sim if jensen else math.exp(sim))
                     den += w[i, jj]
+            pos = num / den if jensen else math.log(num / den)
             neg = 0.0
             for k in range(b):
                 for kk in range(m):
                     if (k, kk) != (i, j):
                         neg += w[k, kk] * math.exp(beta * float(z[i, j] @ z[k, kk]))
-            total += w[i, j] * (math.log(neg) - num / den)
+            total += w[i, j] * (math.log(neg) - pos)
     return total / (b * m)
 
 
@@ -104,6 +107,9 @@ def test_weighted_objective_matches_a_plain_loop(seed):
     got = weighted_views_nce(z, w.log(), 0.7).item()
     assert got == pytest.approx(_plain(z.numpy(), w.numpy(), 0.7), rel=1e-6)
     assert weighted_views_nce(z, None, 0.7).item() == pytest.approx(_plain(z.numpy(), np.ones((4, 3)), 0.7), rel=1e-6)
+    exact = weighted_views_nce(z, w.log(), 0.7, jensen=False).item()
+    assert exact == pytest.approx(_plain(z.numpy(), w.numpy(), 0.7, jensen=False), rel=1e-6)
+    assert exact < got  # log E exp >= E log exp: the exact objective's loss is below its Jensen bound's
 
 
 def test_two_unweighted_views_are_simclr_nt_xent():

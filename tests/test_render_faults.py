@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import run_cli, tree_digest
+from helpers import default_sigint, run_cli, tree_digest
 
 from render.driver import FAULT_ENV, FULL_DISK_ENV
 
@@ -181,6 +181,7 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(refere
     out = tmp_path / "int.zarr"
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *BASE, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_sigint,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:

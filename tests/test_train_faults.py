@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import render_tiny_store, run_cli, tree_digest
+from helpers import default_sigint, render_tiny_store, run_cli, tree_digest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--encoder", "cnn", "--batch-size", "32", "--no-progress"]
@@ -225,7 +225,8 @@ def test_sigint_mid_run_then_resume_gives_the_uninterrupted_weights(store, tmp_p
     assert real_cli("train", "--out", tmp_path / "full", *common).returncode == 0
     part = tmp_path / "part"
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "train", "--out", str(part), *map(str, common)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while not (part / "checkpoint.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

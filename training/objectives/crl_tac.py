@@ -24,7 +24,8 @@ from training.registry import OBJECTIVES
 CROPS_PER_PASS = 8192  # crops encoded at once when a representation averages over every crop of an image
 
 
-def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: float) -> torch.Tensor:
+def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: float,
+                       jensen: bool = True) -> torch.Tensor:
     """The Jensen bound of paper 002's objective (2) as a loss, for m >= 2 unit-norm views per image z (B, m, D).
 
     Views of image i carry weights w_ij = exp(log_weights) (None: all 1), rescaled to mean 1 per image
@@ -33,6 +34,7 @@ def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: 
     pos_a = sum_{j' != j} w_ij' beta <z_a, z_ij'> / sum_{j' != j} w_ij' and
     neg_a = log sum_{b != a} w_b exp(beta <z_a, z_b>) over all other views of the batch;
     loss = sum_a w_a (neg_a - pos_a) / (B m). With m = 2 and no weights it is SimCLR's NT-Xent at tau = 1 / beta.
+    ``jensen=False`` takes objective (2) itself: pos_a = log of the weighted mean of exp(beta <z_a, z_ij'>).
     """
     b, m, _ = z.shape
     if m < 2:
@@ -48,7 +50,12 @@ def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: 
     image = torch.arange(b, device=z.device).repeat_interleave(m)
     eye = torch.eye(b * m, dtype=torch.bool, device=z.device)
     pos_w = w.unsqueeze(0) * ((image.unsqueeze(0) == image.unsqueeze(1)) & ~eye)
-    pos = (pos_w * s).sum(dim=1) / pos_w.sum(dim=1).clamp_min(1e-30)
+    if jensen:
+        pos = (pos_w * s).sum(dim=1) / pos_w.sum(dim=1).clamp_min(1e-30)
+    else:
+        same = (image.unsqueeze(0) == image.unsqueeze(1)) & ~eye
+        pos = torch.logsumexp((s + log_w.unsqueeze(0)).masked_fill(~same, float("-inf")), dim=1) - torch.log(
+            pos_w.sum(dim=1).clamp_min(1e-30))
     neg = torch.logsumexp((s + log_w.unsqueeze(0)).masked_fill(eye, float("-inf")), dim=1)
     return (w * (neg - pos)).sum() / (b * m)
 
@@ -70,6 +77,8 @@ class CRLTAC(Objective):
         train_channel: false freezes P(T|X) at uniform: the paper's SimCLR baseline (default true).
         crop, stride: the crop grid in px (default: the paper's 20 px at stride 4 on 84 px, scaled to the image).
         top: crops of highest P(T|X) averaged by the "top-n" representation (default 8, the paper's).
+        channel_bound: the channel phase's objective: "jensen" (the bound the encoder phase uses, default) or
+            "exact" (objective (2) itself, a log-mean-exp over the other views of the image).
     Needs ``--views learned_crop``; the encoder sees crops (e.g. ``--encoder tac_cnn --out-dim 50``), the
     representation of an image is E_{P(T|X)}[h(T(X))] over every crop, normalised (``features``: E[f(T(X))]).
     """
@@ -77,9 +86,13 @@ class CRLTAC(Objective):
     view_maker: ClassVar[str] = "learned_crop"
 
     def __init__(self, encoder: nn.Module, *, beta: float = 0.5, m: int = 8, entropy_weight: float = 0.0025,
-                 train_channel: bool = True, crop: int | None = None, stride: int | None = None, top: int = 8):
+                 train_channel: bool = True, crop: int | None = None, stride: int | None = None, top: int = 8,
+                 channel_bound: str = "jensen"):
         super().__init__(encoder, beta=beta, m=m, entropy_weight=entropy_weight, train_channel=train_channel,
-                         crop=crop, stride=stride, top=top)
+                         crop=crop, stride=stride, top=top, channel_bound=channel_bound)
+        if channel_bound not in ("jensen", "exact"):
+            raise UserError(f"crl_tac: channel_bound must be jensen or exact, got {channel_bound!r}")
+        self.jensen = channel_bound == "jensen"
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
             raise UserError(f"crl_tac: beta must be a positive number, got {beta!r}")
         if not isinstance(m, int) or m < 2:
@@ -121,7 +134,7 @@ class CRLTAC(Objective):
         with torch.no_grad():
             z = self.embed(cut(x, idx, self.grid)).view(b, self.m, -1)
         entropy = channel_entropy(log_p)
-        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta)
+        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta, jensen=self.jensen)
         return {"loss": bound - self.entropy_weight * entropy, "bound": bound.detach(), "entropy": entropy.detach()}
 
     def probabilities(self, x: torch.Tensor) -> torch.Tensor:
