@@ -10,7 +10,7 @@ weighted by P(T|X) (encoder frozen) and subtracts lambda * H(T|X). With the chan
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -180,8 +180,3 @@ class CRLTAC(Objective):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """E_{P(T|X)}[f(T(X))]: the inner layer averaged over the channel."""
         return self.representations(x)["inner"]
-
-    def describe(self) -> dict[str, Any]:
-        """The crop grid, for reports."""
-        return {"image_size": self.grid.image_size, "crop": self.grid.size, "stride": self.grid.stride,
-                "crops": self.grid.n}
