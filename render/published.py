@@ -21,7 +21,6 @@ back in either layout (lossless PNGs, float32 latents), so existing code reads o
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import shutil
@@ -40,6 +39,7 @@ import numpy as np
 from causal import SCM, load_scm
 from causal.errors import UserError
 from render.latents_io import GivenLatents, check
+from render.meshes import file_sha256
 from render.store import (
     FORMAT_VERSION,
     ChunkData,
@@ -129,15 +129,6 @@ def find_root(src: str | Path, fmt: str, split: str | None = None) -> Path:
 def _splits(src: Path, fmt: str) -> list[str]:
     """Sub-folders of ``src`` that hold the layout (e.g. trainset, testset)."""
     return sorted(d.name for d in src.iterdir() if d.is_dir() and has_layout(d, fmt))
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, read in 1 MB blocks (recorded so a store names the exact latents it holds)."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(2**20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_latents(path: Path, scm: SCM) -> np.ndarray:
