@@ -343,29 +343,38 @@ def _render(client: Any, job: RenderJob, todo: list[int], retries: int, progress
             group: Any) -> None:
     """Submit one task per chunk and collect them into ``report``; stop at the first unfixable failure
     (UserError) or at Ctrl-C (KeyboardInterrupt with how to resume), cancelling what is still queued."""
-    from dask.distributed import as_completed
-    from tqdm import tqdm
-
     t0 = time.perf_counter()
     per_chunk = 1 + len(job.views)
     total = sum(np.diff(chunk_bounds(k, job.chunk_size, job.n))[0] for k in todo) * per_chunk
     futures = {client.submit(render_chunk, job, k, retries=retries, pure=False, key=f"chunk-{k}-{time.time()}"): k
                for k in todo}
     try:
-        with tqdm(total=int(total), unit="img", desc="render", disable=not progress, smoothing=0.1) as bar:
-            for fut in as_completed(futures):
-                _collect(fut, futures[fut], report, bar)
-    except KeyboardInterrupt:
-        client.cancel(list(futures))
-        n_done = int(done_mask(group).sum())
-        raise KeyboardInterrupt(f"interrupted: {n_done} of {job.n_chunks} chunks done; re-run the same command "
-                                "to resume") from None
-    except UserError:
-        client.cancel(list(futures))
-        raise
+        drain(client, futures, int(total), "render", progress, lambda fut, k, bar: _collect(fut, k, report, bar),
+              lambda: f"interrupted: {int(done_mask(group).sum())} of {job.n_chunks} chunks done; re-run the same "
+                      "command to resume")
     finally:
         report.seconds = time.perf_counter() - t0
     report.rendered.sort()
+
+
+def drain(client: Any, futures: dict[Any, int], total: int, desc: str, progress: bool,
+          collect: Callable[[Any, int, Any], None], interrupted: Callable[[], str]) -> None:
+    """Collect chunk tasks ({future: chunk}) as they finish with ``collect(future, chunk, bar)``, under a progress bar
+    of ``total`` images; at a UserError or Ctrl-C cancel what is still queued (Ctrl-C becomes a KeyboardInterrupt
+    saying ``interrupted()``, e.g. how many chunks are done and how to resume). Shared by render and import."""
+    from dask.distributed import as_completed
+    from tqdm import tqdm
+
+    try:
+        with tqdm(total=total, unit="img", desc=desc, disable=not progress, smoothing=0.1) as bar:
+            for fut in as_completed(futures):
+                collect(fut, futures[fut], bar)
+    except KeyboardInterrupt:
+        client.cancel(list(futures))
+        raise KeyboardInterrupt(interrupted()) from None
+    except UserError:
+        client.cancel(list(futures))
+        raise
 
 
 def _collect(fut: Any, k: int, report: RenderReport, bar: Any) -> None:

@@ -409,8 +409,7 @@ def _run_tasks(job: ImportJob, files: list[str], todo: list[int], workers: int |
 def _submit_all(client: Any, job: ImportJob, files: list[str], todo: list[int], progress: bool,
                 report: ImportReport) -> None:
     """One task per chunk; collect them with a progress bar; stop at the first failure or at Ctrl-C."""
-    from dask.distributed import as_completed
-    from tqdm import tqdm
+    from render.driver import drain
 
     t0, run = time.perf_counter(), uuid.uuid4().hex[:8]
     futures = {}
@@ -419,24 +418,17 @@ def _submit_all(client: Any, job: ImportJob, files: list[str], todo: list[int], 
         futures[client.submit(import_chunk, job, k, files[start:stop], pure=False, key=f"import-{run}-{k}")] = k
     total = sum(np.diff(chunk_bounds(k, job.chunk_size, job.n))[0] for k in todo)
     try:
-        with tqdm(total=int(total), unit="img", desc="import", disable=not progress, smoothing=0.1) as bar:
-            for fut in as_completed(futures):
-                report.images += _collect(fut, futures[fut], job, report)
-                bar.update(report.images - bar.n)
-    except KeyboardInterrupt:
-        client.cancel(list(futures))
-        raise KeyboardInterrupt(f"interrupted: {len(report.skipped) + len(report.imported)} of {report.n_chunks} "
-                                "chunks done; re-run the same command to resume") from None
-    except UserError:
-        client.cancel(list(futures))
-        raise
+        drain(client, futures, int(total), "import", progress, lambda fut, k, bar: _collect(fut, k, job, report, bar),
+              lambda: f"interrupted: {len(report.skipped) + len(report.imported)} of {report.n_chunks} chunks done; "
+                      "re-run the same command to resume")
     finally:
         report.seconds = time.perf_counter() - t0
     report.imported.sort()
 
 
-def _collect(fut: Any, k: int, job: ImportJob, report: ImportReport) -> int:
-    """One finished task: the images it wrote, or a one-line UserError (a ChunkFailure or a lost worker)."""
+def _collect(fut: Any, k: int, job: ImportJob, report: ImportReport, bar: Any) -> None:
+    """One finished task: count the images it wrote, or raise a one-line UserError (a ChunkFailure or a lost
+    worker)."""
     try:
         result = fut.result()
     except Exception as exc:  # noqa: BLE001 - e.g. a worker process that died mid-chunk
@@ -445,7 +437,8 @@ def _collect(fut: Any, k: int, job: ImportJob, report: ImportReport) -> int:
     if isinstance(result, ChunkFailure):
         raise UserError(result.message)
     report.imported.append(k)
-    return int(result[1])
+    report.images += int(result[1])
+    bar.update(int(result[1]))
 
 
 # ----- export ----------------------------------------------------------------------------------------
