@@ -280,7 +280,8 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
         objective.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
     model = objective
-    if world > 1 and len(getattr(objective, "phases", ())) > 1:
+    phases = tuple(objective.phases) or ("",)  # one optimiser step per phase; most objectives have one, unnamed
+    if world > 1 and len(phases) > 1:
         raise UserError(f"objective {cfg.objective} alternates updates, which runs in one process; "
                         "start it without torchrun")
     if world > 1:
@@ -290,7 +291,6 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
     if log is not None and state is not None:
         log.truncate(start)
     use_amp = cfg.amp and device.type == "cuda"
-    phases = tuple(getattr(objective, "phases", ())) or ("",)
     last: dict[str, Any] = {"step": start}
     loader = iter(run.loader)
     from tqdm import tqdm
@@ -304,7 +304,7 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
             batch = {k: v.to(device, non_blocking=True) for k, v in next(loader).items()}
             views = run.views(batch, view_generator(cfg.seed, step, rank))
             out: dict[str, torch.Tensor] = {}
-            for phase in phases:  # one optimiser step per phase, in turn (most objectives have one, unnamed)
+            for phase in phases:
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
                     res = model(views, step, cfg.steps, phase=phase) if phase else model(views, step, cfg.steps)
                 _optimise(res["loss"], objective, optimizer, cfg, step, ckpt_path)

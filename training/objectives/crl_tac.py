@@ -111,8 +111,8 @@ class CRLTAC(Objective):
         self.draws_per_image = 2 * m  # uniforms the view maker supplies: m per phase
 
     def embed(self, crops: torch.Tensor) -> torch.Tensor:
-        """h(T(X)) on the unit sphere, for a batch of crops."""
-        return F.normalize(self.encoder(crops).float(), dim=1)
+        """h(T(X)) on the unit sphere, for a batch of crops (the same path as evaluation's ``crop_outputs``)."""
+        return self.embed_features(self.encoder.features(crops))
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1,
                 phase: str = "encoder") -> dict[str, torch.Tensor]:
