@@ -1,8 +1,8 @@
 """Import throughput: images/s of ``render.published.import_published`` (a 3DIdent-layout PNG folder -> a store:
 header check, Dask-parallel decode, zstd write) vs decoding the same PNGs with PIL in a plain loop (decode only,
-``np.asarray``), side by side in one run.
+``np.asarray``), side by side in one run, at each zstd ``--levels`` of the image chunks (with the store's size).
 
-    python benchmarks/import_bench.py --out results/import_bench.json
+    python benchmarks/import_bench.py --repeats 3 --levels 9 3 --out results/import_bench.json
 """
 
 from __future__ import annotations
@@ -57,24 +57,27 @@ def pil_loop(root: Path) -> float:
     return time.perf_counter() - t0
 
 
-def timed_import(root: Path, out: Path, chunk_size: int, workers: int) -> dict[str, float]:
-    """Seconds of one whole import (validation, cluster start, tasks) and of its chunk tasks alone."""
+def timed_import(root: Path, out: Path, chunk_size: int, workers: int, level: int) -> dict[str, float]:
+    """Seconds of one whole import (validation, cluster start, tasks) and of its chunk tasks alone, and the
+    store's image bytes in MB."""
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
-    report = import_published(root, out, "3dident", chunk_size=chunk_size, workers=workers, progress=False)
+    report = import_published(root, out, "3dident", chunk_size=chunk_size, workers=workers, progress=False,
+                              compression_level=level)
     total = time.perf_counter() - t0
     assert report.images == len(read_source(root, "3dident")), "import incomplete"
-    return {"total_s": total, "tasks_s": report.seconds}
+    mb = sum(f.stat().st_size for f in (out / "images").rglob("*") if f.is_file()) / 2**20
+    return {"total_s": total, "tasks_s": report.seconds, "images_mb": mb}
 
 
-def chunk_breakdown(root: Path, out: Path, chunk_size: int) -> dict[str, float]:
-    """ms per image of one chunk's two steps in this process: PIL decode, and the zstd-9 write into the store."""
+def chunk_breakdown(root: Path, out: Path, chunk_size: int, level: int) -> dict[str, float]:
+    """ms per image of one chunk's two steps in this process: PIL decode, and the zstd write into the store."""
     from render.published import decode_chunk, import_attrs, import_layout
     from render.store import ChunkData, prepare, write_chunk
 
     source = read_source(root, "3dident")
     shutil.rmtree(out, ignore_errors=True)
-    group = prepare(str(out), import_attrs(source, chunk_size), import_layout(source, chunk_size), False)
+    group = prepare(str(out), import_attrs(source, chunk_size), import_layout(source, chunk_size, level), False)
     t0 = time.perf_counter()
     images = decode_chunk(source.files[:chunk_size], (source.height, source.width))
     t1 = time.perf_counter()
@@ -91,6 +94,7 @@ def main() -> None:
     ap.add_argument("--chunk-size", type=int, default=64)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--levels", type=int, nargs="+", default=[9, 3], help="zstd levels of the image chunks")
     ap.add_argument("--out", default="results/import_bench.json")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_import_"))
@@ -100,34 +104,41 @@ def main() -> None:
         read_source(tmp / "src", "3dident")
         validate_s = time.perf_counter() - t0
         pil = min(pil_loop(tmp / "src") for _ in range(args.repeats))
-        runs = [timed_import(tmp / "src", tmp / "s.zarr", args.chunk_size, args.workers) for _ in range(args.repeats)]
-        breakdown = chunk_breakdown(tmp / "src", tmp / "b.zarr", args.chunk_size)
+        runs: dict[int, list[dict[str, float]]] = {level: [] for level in args.levels}
+        for _ in range(args.repeats):  # levels interleaved, so a noisy neighbour hits each alike
+            for level in args.levels:
+                runs[level].append(timed_import(tmp / "src", tmp / "s.zarr", args.chunk_size, args.workers, level))
+        breakdown = {level: chunk_breakdown(tmp / "src", tmp / "b.zarr", args.chunk_size, level)
+                     for level in args.levels}
         png_mb = sum(p.stat().st_size for p in (tmp / "src/images").iterdir()) / 2**20
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    total, tasks = min(r["total_s"] for r in runs), min(r["tasks_s"] for r in runs)
+    levels = {}
+    for level, rs in runs.items():
+        total, tasks = min(r["total_s"] for r in rs), min(r["tasks_s"] for r in rs)
+        levels[str(level)] = {"import_img_per_s": args.n / total, "import_tasks_img_per_s": args.n / tasks,
+                              "import_total_s": total, "import_tasks_s": tasks, "images_mb": rs[0]["images_mb"],
+                              "one_chunk_in_one_process": breakdown[level]}
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "n": args.n, "size": args.size, "chunk_size": args.chunk_size, "workers": args.workers,
         "repeats": args.repeats, "png_folder_mb": round(png_mb, 2),
         "pil_loop_img_per_s": args.n / pil,
-        "import_img_per_s": args.n / total,
-        "import_tasks_img_per_s": args.n / tasks,
-        "import_total_s": total, "import_tasks_s": tasks, "validate_s": validate_s,
-        "one_chunk_in_one_process": breakdown,
-        "note": "import_img_per_s counts the whole call (validation of latents and every PNG header, LocalCluster "
-                "start, decode, zstd-9 write); import_tasks_img_per_s only the chunk tasks. Best of the repeats; "
-                "the machine's cores are shared with other jobs.",
+        "validate_s": validate_s, "levels": levels,
+        "note": "per zstd level of the image chunks: import_img_per_s counts the whole call (validation of latents "
+                "and every PNG header, LocalCluster start, decode, write); import_tasks_img_per_s only the chunk "
+                "tasks; images_mb the store's image chunks. Best of the repeats, levels interleaved.",
     }
-    print(f"{args.n} PNGs of {args.size} px ({png_mb:.1f} MB), {os.cpu_count()} cores:")
-    print(f"  PIL decode loop       {result['pil_loop_img_per_s']:8.1f} img/s")
-    print(f"  import (whole call)   {result['import_img_per_s']:8.1f} img/s  ({args.workers} workers)")
-    print(f"  import (chunk tasks)  {result['import_tasks_img_per_s']:8.1f} img/s")
+    print(f"{args.n} PNGs of {args.size} px ({png_mb:.1f} MB), {os.cpu_count()} cores, {args.workers} workers:")
+    print(f"  PIL decode loop                {result['pil_loop_img_per_s']:8.1f} img/s")
+    for level, r in levels.items():
+        b = r["one_chunk_in_one_process"]
+        print(f"  import, zstd {level:>2}: whole call {r['import_img_per_s']:6.1f} img/s, chunk tasks "
+              f"{r['import_tasks_img_per_s']:6.1f} img/s, store {r['images_mb']:.1f} MB; one chunk: decode "
+              f"{b['decode_ms_per_img']:.2f} ms/img, write {b['write_ms_per_img']:.2f} ms/img")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"  one chunk, one process: decode {breakdown['decode_ms_per_img']:.2f} ms/img, "
-          f"write (zstd-9) {breakdown['write_ms_per_img']:.2f} ms/img")
     print(f"wrote {args.out}")
 
 

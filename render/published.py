@@ -42,6 +42,7 @@ from render.latents_io import GivenLatents, check
 from render.meshes import file_sha256
 from render.store import (
     FORMAT_VERSION,
+    IMAGE_LEVEL,
     ChunkData,
     chunk_bounds,
     decode_error,
@@ -258,10 +259,11 @@ def import_attrs(source: PublishedSource, chunk_size: int) -> dict[str, Any]:
     }
 
 
-def import_layout(source: PublishedSource, chunk_size: int) -> dict[str, Any]:
-    """The store's array layout for ``render.store.prepare``."""
+def import_layout(source: PublishedSource, chunk_size: int, level: int = IMAGE_LEVEL) -> dict[str, Any]:
+    """The store's array layout for ``render.store.prepare`` (``level``: the image chunks' zstd level)."""
     return {"n": len(source), "chunk_size": chunk_size, "height": source.height, "width": source.width,
-            "n_latents": source.latents.shape[1], "has_classes": source.classes is not None, "views": []}
+            "n_latents": source.latents.shape[1], "has_classes": source.classes is not None, "views": [],
+            "image_level": level}
 
 
 def refuse_finished(out: str, overwrite: bool) -> None:
@@ -354,22 +356,27 @@ class ImportReport:
 
 def import_published(src: str | Path, out: str | Path, fmt: str, split: str | None = None, chunk_size: int = 64,
                      workers: int | None = None, scheduler: str | None = None, overwrite: bool = False,
-                     progress: bool = True) -> ImportReport:
+                     progress: bool = True, compression_level: int = IMAGE_LEVEL) -> ImportReport:
     """Import a published folder into a v1 store (or resume one: chunks already done are skipped).
 
     Validates the latents and every image file first (one-line ``UserError``s, nothing created); then one Dask
     task per chunk decodes and writes it, on ``workers`` local processes (default one per core) or an existing
     cluster's ``scheduler``. A corrupt PNG stops the import with one line naming it; finished chunks are kept.
+    ``compression_level`` (zstd, 1-22) trades store size for speed: compression is most of a chunk's time at 9.
     """
     from render.api import store_path
 
     _check_positive(chunk_size, "chunk size")
+    _check_positive(compression_level, "compression level")
+    if compression_level > 22:
+        raise UserError(f"compression level must be 1-22 (zstd's levels), got {compression_level}")
     if workers is not None:
         _check_positive(workers, "workers")
     out = store_path(out)
     refuse_finished(out, overwrite)
     source = read_source(src, fmt, split)
-    group = prepare(out, import_attrs(source, chunk_size), import_layout(source, chunk_size), overwrite)
+    layout = import_layout(source, chunk_size, compression_level)
+    group = prepare(out, import_attrs(source, chunk_size), layout, overwrite)
     done = done_mask(group)
     report = ImportReport(out, len(source), len(done), skipped=[int(k) for k in np.flatnonzero(done)])
     todo = [k for k in range(len(done)) if not done[k]]

@@ -122,7 +122,8 @@ def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> z
     prefixes = [""] + [f"views/{v}/" for v in layout.get("views", [])]
     for pre in prefixes:
         group.create_array(f"{pre}images", shape=(n, h, w, 3), chunks=(c, h, w, 3), dtype="uint8",
-                           compressors=_zstd(9), dimension_names=DIMENSIONS["images"])
+                           compressors=_zstd(int(layout.get("image_level", IMAGE_LEVEL))),
+                           dimension_names=DIMENSIONS["images"])
         group.create_array(f"{pre}latents", shape=(n, d), chunks=(c, d), dtype="float32",
                            compressors=_zstd(0), dimension_names=DIMENSIONS["latents"])
         if layout["has_classes"]:
@@ -133,10 +134,13 @@ def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> z
     return group
 
 
+IMAGE_LEVEL = 9  # zstd level of image chunks unless a layout says otherwise (imports may trade size for speed)
+
+
 def _zstd(level: int) -> zarr.codecs.ZstdCodec:
     """Zstd with a content checksum: without it a damaged chunk can decode silently into wrong values
     (zstd's raw literals), with it every damaged byte is a decode error that readers and `check` report.
-    Level 0 is Zarr's default, kept for latents, classes and flags; images use 9."""
+    Level 0 is Zarr's default, kept for latents, classes and flags; images use the layout's ``image_level``."""
     return zarr.codecs.ZstdCodec(level=level, checksum=True)
 
 

@@ -104,6 +104,22 @@ def test_3dident_import_export_round_trip(tmp_path, scheduler, capsys):
     assert np.allclose(scaled[:, 0], 3 * latents[:, 0], atol=1e-5) and np.allclose(scaled[:, 2], 3 * latents[:, 2] + 2.221, atol=1e-5)
 
 
+def test_compression_level_changes_the_codec_not_the_pixels(tmp_path, scheduler, capsys):
+    """--compression-level sets the image chunks' zstd level; pixels stay lossless. A level zstd does not have
+    is one line, and no store."""
+    images, _ = make_3dident(tmp_path / "src")
+    for level in (1, 19):
+        store = tmp_path / f"l{level}.zarr"
+        assert run_import(tmp_path / "src", store, "3dident", scheduler, "--compression-level", str(level)) == 0
+        arr = zarr.open_group(str(store), mode="r")["images"]
+        assert [c.level for c in arr.compressors] == [level]
+        assert np.array_equal(arr[:], images)
+    for bad in ("0", "23"):
+        one_line_error(capsys, run_import(tmp_path / "src", tmp_path / "bad.zarr", "3dident", scheduler,
+                                          "--compression-level", bad), "compression level")
+        assert not (tmp_path / "bad.zarr").exists()
+
+
 def test_causal3dident_import_export_round_trip(tmp_path, scheduler):
     images, latents, classes = make_c3d(tmp_path / "src", size=16)
     store = tmp_path / "c.zarr"
