@@ -112,6 +112,9 @@ def _url_exists(path: str) -> bool:
         return False
 
 
+IMAGE_LEVEL = 9  # zstd level of image chunks unless a layout says otherwise (imports may trade size for speed)
+
+
 def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> zarr.Group:
     n, c = int(layout["n"]), int(layout["chunk_size"])
     h, w, d = int(layout["height"]), int(layout["width"]), int(layout["n_latents"])
@@ -132,9 +135,6 @@ def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> z
     group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
                        compressors=_zstd(0), dimension_names=DIMENSIONS["done"])
     return group
-
-
-IMAGE_LEVEL = 9  # zstd level of image chunks unless a layout says otherwise (imports may trade size for speed)
 
 
 def _zstd(level: int) -> zarr.codecs.ZstdCodec:

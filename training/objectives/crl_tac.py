@@ -2,9 +2,9 @@
 
 Each training step has two phases (the trainer runs them in turn, one optimiser step each, as the paper's
 Algorithm 1 alternates): the *encoder* phase draws m crops per image from P(T|X) and minimises the multi-view
-InfoNCE bound below; the *channel* phase draws m crops uniformly, evaluates the same bound with the crops
-weighted by P(T|X) (encoder frozen) and subtracts lambda * H(T|X). With the channel frozen at its uniform start
-(``train_channel=False``) this is the SimCLR baseline of the paper, the same code.
+InfoNCE bound below; the *channel* phase draws m crops uniformly, evaluates objective (2) (by default; or that
+bound) with the crops weighted by P(T|X) (encoder frozen) and subtracts lambda * H(T|X). With the channel frozen
+at its uniform start (``train_channel=False``) this is the SimCLR baseline of the paper, the same code.
 """
 
 from __future__ import annotations
