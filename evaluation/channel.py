@@ -22,11 +22,12 @@ def channel_probabilities(objective: Any, x: torch.Tensor, batch_size: int = 256
 
 
 def channel_summary(probs: np.ndarray, images: np.ndarray, grid: CropGrid, latents: np.ndarray | None = None,
-                    latent_names: list[str] | None = None) -> dict[str, Any]:
+                    latent_names: list[str] | None = None, object_px: np.ndarray | None = None) -> dict[str, Any]:
     """Statistics of P(T|X) (N, T) over uint8 images (N, H, W, 3) on ``grid``: the mass on non-blank crops
     (mean, and the share of images with more than 0.9 of it there), the entropy against the uniform channel's
-    log |T|, the largest crop probability, the mean map over the grid, and |Pearson r| between the expected crop
-    centre (row, column) and each latent."""
+    log |T|, the largest crop probability, the mean map over the grid, |Pearson r| between the expected crop
+    centre (row, column) and each latent, and with ``object_px`` (N, 2: each image's object centre as row,
+    column) the mass on crops that contain it, against the uniform channel's."""
     nonblank = nonblank_crops(torch.from_numpy(images), grid).numpy()
     mass = (probs * nonblank).sum(axis=1)
     entropy = -(probs * np.log(np.where(probs > 0, probs, 1.0))).sum(axis=1)
@@ -39,12 +40,24 @@ def channel_summary(probs: np.ndarray, images: np.ndarray, grid: CropGrid, laten
         "max_probability": float(probs.max(axis=1).mean()),
         "mean_map": probs.mean(axis=0).reshape(grid.side, grid.side).round(5).tolist(),
     }
+    if object_px is not None:
+        holds = crops_holding(object_px, grid)
+        out["mass_on_object"] = float((probs * holds).sum(axis=1).mean())
+        out["uniform_mass_on_object"] = float(holds.mean())
     if latents is not None and latent_names:
         centre = probs @ (grid.corners().numpy() + grid.size / 2.0)  # (N, 2) expected crop centre in px
         out["centre_correlation"] = {
             axis: {name: _abs_corr(centre[:, a], latents[:, j]) for j, name in enumerate(latent_names)}
             for a, axis in enumerate(("row", "column"))}
     return out
+
+
+def crops_holding(points: np.ndarray, grid: CropGrid) -> np.ndarray:
+    """(N, T) whether crop t of image n contains the pixel ``points[n]`` (row, column; NaN: none does)."""
+    lo = grid.corners().numpy()[None].astype(float)  # (1, T, 2) top-left corners
+    p = np.asarray(points, float)[:, None, :]
+    with np.errstate(invalid="ignore"):
+        return ((p >= lo) & (p < lo + grid.size)).all(axis=-1)
 
 
 def _abs_corr(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -98,10 +111,32 @@ def summarise_run(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, 
     norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
     x = norm(to_float(torch.from_numpy(images).to(device)))
     probs = channel_probabilities(objective, x)
-    out = channel_summary(probs, images, objective.grid, latents, info.latent_names)
+    classes = read_rows(group["classes"], span, info.path)[rows - rows[0]] if "classes" in group else None
+    centre = object_centres(dict(group.attrs), latents, classes, images.shape[1])
+    out = channel_summary(probs, images, objective.grid, latents, info.latent_names, centre)
     if figure is not None:
         out["figure"] = str(channel_figure(images, probs, objective.grid, figure))
     return out
+
+
+def object_centres(attrs: dict[str, Any], latents: np.ndarray, classes: np.ndarray | None,
+                   size: int) -> np.ndarray | None:
+    """Each image's object origin in pixels (N, 2), by the store's scene camera; None when the store has no
+    scene to project with (a dataset of images, or latents the scene does not name)."""
+    from render.projection import object_pixels
+    from render.scene import SceneError, load_scene, scene_from_dict
+
+    try:
+        if attrs.get("scene") == "imported":
+            scene = load_scene(attrs["source_format"])
+        elif isinstance(attrs.get("scene_spec"), dict):
+            scene = scene_from_dict(attrs["scene_spec"])
+        else:
+            return None
+        cols = [list(attrs["latent_names"]).index(name) for name in scene.latent_names]
+    except (SceneError, KeyError, ValueError):
+        return None
+    return object_pixels(scene, latents[:, cols], classes, size)
 
 
 def cell_oracle(cells: np.ndarray, grid: CropGrid, cell_px: int) -> np.ndarray:

@@ -149,6 +149,22 @@ def test_each_phase_reaches_only_its_own_network():
         assert all(p.grad is None for p in kept.parameters()), phase
 
 
+def test_mass_on_object_hand_computed():
+    """10 px crops at stride 2 on 42 px: the pixel (5, 5) lies in the 9 crops with corners in {0, 2, 4}^2."""
+    from evaluation.channel import channel_summary, crops_holding
+
+    grid = crop_grid(42)
+    holds = crops_holding(np.array([[5.0, 5.0], [np.nan, np.nan]]), grid)
+    assert holds[0].sum() == 9 and not holds[1].any()
+    corners = grid.corners().numpy()
+    assert {tuple(c) for c in corners[holds[0]]} == {(r, c) for r in (0, 2, 4) for c in (0, 2, 4)}
+    probs = np.zeros((2, grid.n))
+    probs[0, 0] = 1.0  # all mass on the corner (0, 0) crop: holds (5, 5)
+    probs[1, grid.n - 1] = 1.0  # the last crop, (32, 32)..(41, 41): not (5, 5)
+    s = channel_summary(probs, np.zeros((2, 42, 42, 3), np.uint8), grid, object_px=np.array([[5.0, 5.0]] * 2))
+    assert s["mass_on_object"] == 0.5 and s["uniform_mass_on_object"] == 9 / grid.n
+
+
 def test_channel_starts_uniform():
     net = ChannelNet(289)
     assert torch.allclose(net(torch.randn(2, 3, 84, 84)).exp(), torch.full((2, 289), 1 / 289))
