@@ -60,6 +60,6 @@ def project(camera: Camera, points: np.ndarray, width: int, height: int) -> np.n
 def object_pixels(scene: Scene, raw: np.ndarray, classes: np.ndarray | None, size: int) -> np.ndarray:
     """Where each sample's object origin lands (N, 2: row, column) in a ``size`` px square render, from raw latents
     (N, D) ordered as ``scene.latents``."""
-    locs = np.array([pose(scene, row, 0 if classes is None else int(c)).location
-                     for row, c in zip(raw, classes if classes is not None else [0] * len(raw), strict=True)])
+    classes = np.zeros(len(raw), int) if classes is None else classes
+    locs = np.array([pose(scene, row, int(c)).location for row, c in zip(raw, classes, strict=True)])
     return project(scene.camera, locs, size, size)

@@ -49,11 +49,11 @@ def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: 
     s = beta * flat @ flat.T
     image = torch.arange(b, device=z.device).repeat_interleave(m)
     eye = torch.eye(b * m, dtype=torch.bool, device=z.device)
-    pos_w = w.unsqueeze(0) * ((image.unsqueeze(0) == image.unsqueeze(1)) & ~eye)
+    same = (image.unsqueeze(0) == image.unsqueeze(1)) & ~eye  # the other views of the same image
+    pos_w = w.unsqueeze(0) * same
     if jensen:
         pos = (pos_w * s).sum(dim=1) / pos_w.sum(dim=1).clamp_min(1e-30)
     else:
-        same = (image.unsqueeze(0) == image.unsqueeze(1)) & ~eye
         pos = torch.logsumexp((s + log_w.unsqueeze(0)).masked_fill(~same, float("-inf")), dim=1) - torch.log(
             pos_w.sum(dim=1).clamp_min(1e-30))
     neg = torch.logsumexp((s + log_w.unsqueeze(0)).masked_fill(eye, float("-inf")), dim=1)
