@@ -1,11 +1,15 @@
-"""Render throughput and memory, side by side in one run (machines here are noisy):
+"""Render throughput and start-up, the current code side by side with a previous revision in one run.
 
-(a) floor: one process re-posing and rendering the scene in a tight loop (no Dask, no store);
-(b) ident3d end to end: sampling, rendering, encoding, writing the Zarr store, Dask LocalCluster;
-(c) the original approach: a fresh Blender process per batch that builds the scene and writes PNGs.
-Also: peak memory of one renderer over many renders, and store size vs the same images as PNGs.
+For each resolution (Causal3DIdent, ``fast`` preset), in fresh processes so every number includes what a user's
+command pays:
+  - the rendering rate (images / seconds of the render phase) of every split of the cores into worker processes x
+    Cycles threads, of the default split, and of the previous revision's default (run from a git worktree of
+    ``--baseline`` with the same arguments);
+  - the whole command's wall time (start-up included) for 32 and 256 images at 64 px, current vs previous;
+  - how long a command joining an already running cluster (``--scheduler``) takes to start rendering;
+  - one renderer's memory over many images (it must stay flat).
 
-    python benchmarks/render_bench.py --out results/render_bench.json
+    python benchmarks/render_bench.py --out results/render_bench.json   # + results/render_bench.png
 """
 
 from __future__ import annotations
@@ -21,148 +25,205 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import psutil
 
-from causal import load_scm
+ROOT = Path(__file__).resolve().parents[1]
+RUN = """
+import json, sys, time
+t0 = time.perf_counter()
 from render import render_store
-
-
-def dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
-
-
-def floor(scene: str, settings: dict, latents: np.ndarray, classes, seeds) -> float:
-    """(a): img/s of one renderer in this process, every core for Cycles."""
-    from render.blender import build_renderer
-
-    r = build_renderer(scene, settings)
-    r.render_batch(latents[:2], classes[:2], seeds[:2])  # warm-up (kernels, BVH)
-    t0 = time.perf_counter()
-    r.render_batch(latents, classes, seeds)
-    return len(latents) / (time.perf_counter() - t0)
-
-
-def pipeline(scene: str, res: int, n: int, workers: int, chunk: int, tmp: Path) -> dict:
-    """(b): img/s of `ident3d render` end to end, cold (cluster start + Blender start-up included) and warm
-    (a running cluster whose workers have rendered before, as in any long run); the store's size."""
-    from dask.distributed import LocalCluster
-
-    def run(out: Path, count: int, scheduler: str | None) -> float:
-        t0 = time.perf_counter()
-        report = render_store(out, scene=scene, n=count, settings={"resolution": res}, chunk_size=chunk,
-                              workers=workers, scheduler=scheduler, overwrite=True, progress=False)
-        assert report.ok, report.failed
-        return time.perf_counter() - t0
-
-    cold = run(tmp / f"cold_{res}.zarr", n, None)
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0", silence_logs=40,
-                      env={"OMP_NUM_THREADS": str(threads)}) as cluster:
-        run(tmp / f"warmup_{res}.zarr", workers * chunk, cluster.scheduler_address)
-        out = tmp / f"bench_{res}.zarr"
-        warm = run(out, n, cluster.scheduler_address)
-    return {"img_per_s": n / warm, "wall_s": warm, "cold_img_per_s": n / cold, "cold_wall_s": cold,
-            "store_bytes": dir_bytes(out / "images")}
-
-
-ORIGINAL_BATCH = """
-import sys, numpy as np
-from render.blender import build_renderer
-from PIL import Image
-scene, res, start, stop, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-from causal import load_scm
-from render.settings import render_settings
-s = load_scm(scene).sample(stop - start, seed=0, start=start)
-r = build_renderer(scene, render_settings("fast", resolution=res).to_dict())
-classes = s.classes if s.classes is not None else np.zeros(len(s), int)
-for i in range(len(s)):
-    img = r.render(s.latents[i].tolist(), int(classes[i]), start + i)
-    Image.fromarray(img).save(f"{out}/{start + i:06d}.png")
+kw = json.loads(sys.argv[1])
+if __name__ == "__main__":
+    r = render_store(**kw)
+    assert r.ok, r.failed
+    print(json.dumps({"seconds": r.seconds, "images": r.images, "wall": time.perf_counter() - t0}))
 """
 
 
-def original(scene: str, res: int, n: int, batch: int, tmp: Path) -> dict:
-    """(c): img/s of one fresh Blender process per batch writing PNG files (batches run one after another)."""
-    out = tmp / f"png_{res}"
-    out.mkdir(exist_ok=True)
-    t0 = time.perf_counter()
-    for start in range(0, n, batch):
-        subprocess.run([sys.executable, "-c", ORIGINAL_BATCH, scene, str(res), str(start),
-                        str(min(n, start + batch)), str(out)], check=True)
-    wall = time.perf_counter() - t0
-    return {"img_per_s": n / wall, "wall_s": wall, "batch": batch, "png_bytes": dir_bytes(out)}
+def python_env(code_root: Path) -> dict[str, str]:
+    """The environment that makes ``import render`` etc. load the code under ``code_root``."""
+    return {**os.environ, "PYTHONPATH": str(code_root)}
 
 
-def memory(scene: str, settings: dict, renders: int) -> dict:
-    """RSS of one renderer process after 10% of the renders and at the end (growth must stay < 10%)."""
-    code = f"""
+def render_rate(code_root: Path, out: Path, **kw: object) -> dict[str, float]:
+    """render_store(**kw) in a fresh process of the code at ``code_root``: img/s of the render phase, its seconds
+    and the process's wall time."""
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", RUN, json.dumps({"out": str(out), "progress": False, **kw})],
+                       env=python_env(code_root), cwd=code_root, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    return {"img_per_s": got["images"] / got["seconds"], "render_s": got["seconds"], "process_wall_s": wall}
+
+
+def command_wall(code_root: Path, out: Path, *args: str) -> float:
+    """Seconds of ``ident3d render ARGS`` (as ``python -m pipelines.cli``) with the code at ``code_root``."""
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pipelines.cli", "render", "--out", str(out), "--no-progress", *args],
+                   env=python_env(code_root), cwd=code_root, check=True, capture_output=True, text=True)
+    return time.perf_counter() - t
+
+
+def best(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run with the highest rate (noise on a shared machine only slows runs down)."""
+    return max(runs, key=lambda r: r["img_per_s"])
+
+
+def splits(cores: int) -> list[tuple[int, int]]:
+    """Every (workers, threads per worker) with workers x threads = cores."""
+    return [(w, cores // w) for w in range(1, cores + 1) if cores % w == 0]
+
+
+def scheduler_start(code_root: Path, tmp: Path, repeats: int) -> list[float]:
+    """Seconds from launching ``ident3d render --scheduler ADDR`` (a warm cluster whose worker has rendered this
+    scene before) to the moment its first chunk starts computing on the worker (Dask's task stream)."""
+    from dask.distributed import Client, LocalCluster
+
+    from render.driver import cpu_cores
+
+    args = ["--scene", "causal3dident", "--n", "8", "--chunk-size", "8", "--seed"]
+    out = []
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=40,
+                      env={"OMP_NUM_THREADS": str(cpu_cores())}) as cluster, Client(cluster) as client:
+        command_wall(code_root, tmp / "warm.zarr", *args, "0", "--scheduler", cluster.scheduler_address)
+        for i in range(repeats):
+            t0 = time.time()
+            command_wall(code_root, tmp / f"s{i}.zarr", *args, str(i + 1), "--scheduler", cluster.scheduler_address)
+            starts = [s["start"] for task in client.get_task_stream(start=t0) for s in task["startstops"]
+                      if s["action"] == "compute"]
+            out.append(min(starts) - t0)
+    return out
+
+
+MEMORY = """
 import json, numpy as np, psutil
 from causal import load_scm
 from render.blender import build_renderer
-s = load_scm({scene!r}).sample({renders}, seed=1)
-classes = s.classes if s.classes is not None else np.zeros(len(s), int)
-r = build_renderer({scene!r}, {settings!r})
+n, chunk = {renders}, 64
+s = load_scm("causal3dident").sample(n, seed=1)
+r = build_renderer("causal3dident", {settings!r})
 proc, rss = psutil.Process(), []
-for i in range({renders}):
-    r.render(s.latents[i].tolist(), int(classes[i]), i)
-    if (i + 1) % max(1, {renders} // 10) == 0:
-        rss.append(proc.memory_info().rss)
+for start in range(0, n, chunk):
+    r.render_batch(s.latents[start:start + chunk], s.classes[start:start + chunk])
+    rss.append(proc.memory_info().rss)
 print(json.dumps(rss))
 """
-    rss = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                    text=True).stdout.strip().splitlines()[-1])
+
+
+def memory(renders: int) -> dict:
+    """RSS of one renderer process after each chunk of 64 renders (growth after the first chunk must stay small)."""
+    from render.settings import render_settings
+
+    code = MEMORY.format(renders=renders, settings=render_settings("fast").to_dict())
+    rss = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                                    cwd=ROOT).stdout.strip().splitlines()[-1])
     return {"renders": renders, "rss_mb": [round(r / 2**20, 1) for r in rss],
-            "growth_after_first_10pct": rss[-1] / rss[0] - 1}
+            "growth_after_first_chunk": rss[-1] / rss[0] - 1}
+
+
+def worktree(rev: str, tmp: Path) -> Path:
+    """A checkout of ``rev`` (the previous code path) next to this one."""
+    path = tmp / f"baseline_{rev[:12]}"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), rev], check=True,
+                   capture_output=True)
+    return path
+
+
+def figure(results: dict, path: Path) -> None:
+    """Rates per split and resolution, current vs previous default, and command wall times."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = list(results["resolutions"])
+    fig, axes = plt.subplots(1, len(res) + 1, figsize=(4 * (len(res) + 1), 3.6))
+    for ax, r in zip(axes, res, strict=False):
+        row = results["resolutions"][r]
+        labels = [f"{k}" for k in row["splits"]] + ["default", "previous\ndefault"]
+        values = [v["img_per_s"] for v in row["splits"].values()] + [row["default"]["img_per_s"],
+                                                                    row["previous_default"]["img_per_s"]]
+        ax.bar(range(len(values)), values, color=["tab:blue"] * len(row["splits"]) + ["tab:green", "tab:grey"])
+        ax.set_xticks(range(len(values)), labels, fontsize=8)
+        ax.set_title(f"{r} px: img/s (workers x threads)")
+    ax = axes[-1]
+    cmds = results["commands"]
+    names = list(cmds)
+    ax.bar([i - 0.2 for i in range(len(names))], [cmds[n]["previous_s"] for n in names], 0.4, label="previous",
+           color="tab:grey")
+    ax.bar([i + 0.2 for i in range(len(names))], [cmds[n]["current_s"] for n in names], 0.4, label="current",
+           color="tab:green")
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.set_title("whole command, s (start-up included)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scene", default="causal3dident")
-    ap.add_argument("--resolutions", type=int, nargs="+", default=[64, 224])
-    ap.add_argument("--n", type=int, nargs="+", default=[256, 64], help="images per resolution")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--chunk-size", type=int, default=16)
-    ap.add_argument("--original-batch", type=int, default=16, help="images per fresh Blender process in (c)")
-    ap.add_argument("--memory-renders", type=int, default=1000)
+    ap.add_argument("--resolutions", type=int, nargs="+", default=[64, 128, 224])
+    ap.add_argument("--n", type=int, nargs="+", default=[256, 128, 64], help="images per resolution")
+    ap.add_argument("--baseline", default="1462302", help="git revision of the previous code path")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each measurement (the fastest is kept)")
+    ap.add_argument("--memory-renders", type=int, default=1024)
     ap.add_argument("--out", default="results/render_bench.json")
     args = ap.parse_args()
-    from render.settings import render_settings
+    from render.driver import cpu_cores, default_workers
 
-    results: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+    cores = cpu_cores()
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    results: dict = {"command": "python " + " ".join(sys.argv), "revision": rev, "baseline": args.baseline,
+                     "machine": {"cores": cores, "python": platform.python_version(),
                                  "ram_gb": round(psutil.virtual_memory().total / 2**30, 1)},
-                     "preset": "fast", "scene": args.scene, "workers": args.workers,
-                     "chunk_size": args.chunk_size, "resolutions": {}}
+                     "scene": "causal3dident", "preset": "fast", "resolutions": {}, "commands": {}}
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_bench_"))
+    base = worktree(args.baseline, tmp)
     try:
-        for res, n in zip(args.resolutions, args.n * len(args.resolutions), strict=False):
-            settings = render_settings("fast", resolution=res).to_dict()
-            s = load_scm(args.scene).sample(n, seed=0)
-            classes = s.classes if s.classes is not None else np.zeros(n, int)
-            from render.driver import cycles_seeds
-
-            a = floor(args.scene, settings, s.latents, classes, cycles_seeds(0, s.index))
-            b = pipeline(args.scene, res, n, args.workers, args.chunk_size, tmp)
-            c = original(args.scene, res, n, args.original_batch, tmp)
-            row = {"n": n, "floor_img_per_s": a, "pipeline": b, "original": c,
-                   "pipeline_vs_floor": b["img_per_s"] / a, "pipeline_vs_original": b["img_per_s"] / c["img_per_s"],
-                   "store_vs_png_bytes": b["store_bytes"] / c["png_bytes"]}
+        for res, n in zip(args.resolutions, args.n, strict=True):
+            chunk = max(1, n // 4)  # four chunks, so every split has work for each worker
+            kw = {"scene": "causal3dident", "n": n, "settings": {"resolution": res}, "chunk_size": chunk}
+            row: dict = {"n": n, "chunk_size": chunk, "splits": {}}
+            for w, t in splits(cores):
+                row["splits"][f"{w}x{t}"] = best([render_rate(ROOT, tmp / "s.zarr", workers=w, threads=t, **kw)
+                                                  for _ in range(args.repeats)])
+            row["default"] = best([render_rate(ROOT, tmp / "s.zarr", **kw) for _ in range(args.repeats)])
+            row["default_split"] = f"{default_workers(res)}x{cores // default_workers(res)}"
+            row["previous_default"] = best([render_rate(base, tmp / "s.zarr", **kw) for _ in range(args.repeats)])
+            top = max(v["img_per_s"] for v in row["splits"].values())
+            row["default_vs_best_split"] = row["default"]["img_per_s"] / top
+            row["speedup_vs_previous"] = row["default"]["img_per_s"] / row["previous_default"]["img_per_s"]
             results["resolutions"][str(res)] = row
-            print(f"{res:4d} px, n={n}: (a) floor {a:6.1f} img/s | (b) pipeline {b['img_per_s']:6.1f} img/s "
-                  f"= {row['pipeline_vs_floor']:.0%} of floor (cold start: {b['cold_img_per_s']:.1f} img/s) | "
-                  f"(c) original {c['img_per_s']:6.1f} img/s "
-                  f"-> (b)/(c) = {row['pipeline_vs_original']:.2f}x | store {b['store_bytes'] / 1e6:.2f} MB "
-                  f"vs PNG {c['png_bytes'] / 1e6:.2f} MB ({row['store_vs_png_bytes']:.2f}x)")
+            rates = ", ".join(f"{k} {v['img_per_s']:.2f}" for k, v in row["splits"].items())
+            print(f"{res:4d} px, n={n}: splits {rates} img/s | default ({row['default_split']}) "
+                  f"{row['default']['img_per_s']:.2f} = {row['default_vs_best_split']:.0%} of the best | "
+                  f"previous default {row['previous_default']['img_per_s']:.2f} -> "
+                  f"{row['speedup_vs_previous']:.2f}x", flush=True)
+        for count in (32, 256):
+            cmd = ("--scene", "causal3dident", "--n", str(count))
+            cur = min(command_wall(ROOT, tmp / "c.zarr", *cmd) for _ in range(args.repeats))
+            prev = min(command_wall(base, tmp / "c.zarr", *cmd) for _ in range(args.repeats))
+            results["commands"][f"{count} img, 64 px"] = {"current_s": cur, "previous_s": prev}
+            print(f"`ident3d render --n {count}` (64 px): {cur:.1f} s, previous {prev:.1f} s", flush=True)
+        starts = scheduler_start(ROOT, tmp, args.repeats + 1)
+        results["scheduler_start_s"] = starts
+        print(f"--scheduler on a warm cluster: first chunk computing {min(starts):.2f}-{max(starts):.2f} s after "
+              "the command was launched", flush=True)
         if args.memory_renders:
-            m = memory(args.scene, render_settings("fast").to_dict(), args.memory_renders)
+            m = memory(args.memory_renders)
             results["memory"] = m
             print(f"memory over {m['renders']} renders at 64 px: RSS {m['rss_mb'][0]} -> {m['rss_mb'][-1]} MB "
-                  f"({m['growth_after_first_10pct']:+.1%} after the first 10%)")
+                  f"({m['growth_after_first_chunk']:+.1%} after the first chunk)", flush=True)
     finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    figure(results, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import wishart
 
 
 def _round(x: float) -> float:
@@ -28,6 +27,8 @@ def content_style_spec(n_content: int = 5, n_style: int = 5, seed: int = 0,
     """
     rs = np.random.default_rng(seed)
     n = n_content + n_style
+    from scipy.stats import wishart  # scipy.stats takes ~0.6 s to import: only when a spec is drawn
+
     sigma = wishart(df=n, scale=np.eye(n)).rvs(random_state=rs)
     d = np.sqrt(np.diag(sigma))
     sigma = sigma / np.outer(d, d)  # unit variances keep every latent on the same scale

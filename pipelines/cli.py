@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from causal.errors import UserError
-from pipelines import (
-    check,
-    compare,
-    dataset,
-    demo,
-    evaluate,
-    export_data,
-    import_data,
-    probe,
-    render,
-    sample,
-    scm,
-    show,
-    synthetic,
-    train,
-)
 
-SUBCOMMANDS = (demo, sample, scm, render, show, check, train, evaluate, compare, synthetic, dataset, probe, import_data,
-               export_data)
+# subcommand -> its module in pipelines/; only the module of the command being run is imported, so `ident3d
+# render` (and every Dask worker process, which re-imports the main script) does not pay for torch and the rest
+COMMANDS = {"demo": "demo", "sample": "sample", "scm": "scm", "render": "render", "show": "show", "check": "check",
+            "train": "train", "evaluate": "evaluate", "compare": "compare", "synthetic": "synthetic",
+            "dataset": "dataset", "probe": "probe", "import": "import_data", "export": "export_data"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,7 +23,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``ident3d`` parser with every subcommand, or only ``commands`` (their modules alone are imported)."""
     parser = _Parser(
         prog="ident3d",
         description="ident3d: sample latents from causal models, render them with Blender into "
@@ -44,14 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
-    for module in SUBCOMMANDS:
-        module.add_parser(sub)
+    for name in commands or COMMANDS:
+        importlib.import_module(f"pipelines.{COMMANDS[name]}").add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run a subcommand; user errors become one line on stderr and exit code 2."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = argv[:1] if argv and argv[0] in COMMANDS else None  # `ident3d --help` or a typo: build them all
+    args = build_parser(chosen).parse_args(argv)
     try:
         return int(args.run(args) or 0)
     except UserError as exc:

@@ -47,8 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "clamped hues, for comparisons with the published datasets")
     p.add_argument("--seed", type=int, default=0, help="seed for latents, views and Cycles (default 0)")
     p.add_argument("--workers", type=int, default=None,
-                   help="local Dask worker processes, one Blender each, sharing the cores (default: one per core "
-                        "from 128 px up, one per two cores below, which measured fastest)")
+                   help="local worker processes, one Blender each, sharing the cores; 1 renders in this process "
+                        "without a Dask cluster (default: one per core from 224 px up, one below, and one for "
+                        "--device gpu: the fastest splits measured by benchmarks/render_bench.py)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="Cycles CPU threads per worker (default: the cores split evenly between the workers; with "
+                        "--scheduler, each Dask worker's thread count)")
     p.add_argument("--chunk-size", type=int, default=64, help="images per chunk/task (default 64)")
     p.add_argument("--views", metavar="NAME:CHANGESET[,...]",
                    help="also render exact LT counterparts, e.g. hues:hues,pos:positions+hues; "
@@ -86,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                           views=args.views, meshes=args.meshes, view_seeds=args.view_seeds, workers=args.workers,
                           scheduler=args.scheduler, retries=args.retries, overwrite=args.overwrite,
                           progress=not args.no_progress, connect_timeout=args.connect_timeout,
-                          meshes_dir=args.meshes_dir)
+                          meshes_dir=args.meshes_dir, threads=args.threads)
     return summarize(report)
 
 

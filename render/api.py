@@ -45,18 +45,22 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                  meshes: MeshesArg = None, view_seeds: str = "independent", workers: int | None = None,
                  scheduler: str | None = None, retries: int = 2, overwrite: bool = False,
                  progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
-                 meshes_dir: MeshesDirArg = None) -> RenderReport:
+                 meshes_dir: MeshesDirArg = None, threads: int | None = None) -> RenderReport:
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
-    Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local Dask worker processes
-    (None: one per core from 128 px up, one per two cores below), or an existing cluster's ``scheduler``
-    address (given up after ``connect_timeout`` seconds, before anything is written); ``retries`` of a failing
+    Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local processes (None:
+    ``render.driver.default_workers``; one renders in this process, without a cluster), or an existing cluster's
+    ``scheduler`` address (given up after ``connect_timeout`` seconds, before anything is written); ``threads``
+    Cycles threads per worker (None: the cores split evenly between local workers; with a scheduler, each
+    worker's Dask thread count); ``retries`` of a failing
     chunk; ``overwrite`` an existing store made with other settings. Failed chunks are listed in the report
     (``report.ok`` is False); re-running retries them. Errors no retry can fix (a bad mesh, a full disk) stop the
     run with a one-line ``UserError``; finished chunks are kept, so a re-run resumes.
     """
     if workers is not None and (not _is_int(workers) or workers <= 0):
         raise UserError(f"workers must be a positive number of processes, got {workers!r}")
+    if threads is not None and (not _is_int(threads) or threads <= 0):
+        raise UserError(f"threads must be a positive number of threads per worker, got {threads!r}")
     if not _is_int(retries) or retries < 0:
         raise UserError(f"retries must be a non-negative integer, got {retries!r}")
     if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
@@ -65,7 +69,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
                        view_seeds=view_seeds, meshes_dir=meshes_dir)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
-               connect_timeout=float(connect_timeout))
+               connect_timeout=float(connect_timeout), threads=threads)
 
 
 def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,

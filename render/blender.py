@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ def _blender_paths_last() -> None:
 _blender_paths_last()
 GPU_BACKENDS = ("OPTIX", "CUDA", "HIP", "ONEAPI", "METAL")
 SEED_MODULUS = 2**31  # cycles.seed is a signed 32-bit int
+SEQUENCE_FRAMES = 8  # frames per animation render (benchmarks/render_profile.py: most of the gain, short Ctrl-C wait)
 _ACTIVE: list[BlenderRenderer] = []  # the renderer whose scene bpy currently holds (bpy state is process-global)
 
 
@@ -62,6 +65,25 @@ def quiet_stdout(enabled: bool = True) -> Iterator[None]:
         os.dup2(saved, 1)
         os.close(saved)
         os.close(devnull)
+
+
+@contextlib.contextmanager
+def _interrupt_between_sequences() -> Iterator[Callable[[], bool]]:
+    """In the main thread, Ctrl-C during a render only sets a flag (a KeyboardInterrupt raised inside Blender's
+    frame handler would be printed and swallowed by Blender); yields a function saying whether it was pressed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    pressed: list[bool] = []
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:  # Dask workers ignore SIGINT: keep it that way
+        yield lambda: False
+        return
+    signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
+    try:
+        yield lambda: bool(pressed)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def select_device(want: str) -> str:
@@ -150,14 +172,22 @@ def _rubber(name: str, m: Material) -> tuple[bpy.types.Material, bpy.types.NodeS
 
 
 class BlenderRenderer:
-    """Builds ``scene`` once in this process (all class meshes loaded, one shown per sample) and renders latents."""
+    """Builds ``scene`` once in this process (all class meshes loaded, one shown per sample) and renders latents.
 
-    def __init__(self, scene: Scene, settings: RenderSettings | None = None, quiet: bool = True) -> None:
+    ``threads``: Cycles threads on the CPU (0: ``settings.threads``, else $OMP_NUM_THREADS, else all cores); a GPU
+    device ignores it. A batch renders as frame sequences in one Cycles session with persistent render data (the
+    engine, BVH and denoiser are set up once per sequence, not per image): see ``render_batch``.
+    """
+
+    def __init__(self, scene: Scene, settings: RenderSettings | None = None, quiet: bool = True,
+                 threads: int = 0) -> None:
         self.scene = scene
         self.settings = settings or PRESETS["fast"]
         self.quiet = quiet
+        self.threads = int(threads or self.settings.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0))
         self._tmp = tempfile.mkdtemp(prefix="ident3d_render_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         self._png = os.path.join(self._tmp, "frame.png")
+        self._frames: list[tuple[Pose, int]] = []  # the sequence being rendered: (pose, seed) per frame
         with quiet_stdout(quiet):
             self._build()
 
@@ -215,10 +245,11 @@ class BlenderRenderer:
         r = sc.render
         r.resolution_x = r.resolution_y = s.resolution
         r.resolution_percentage = 100
-        threads = s.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
-        r.threads_mode = "FIXED" if threads else "AUTO"
-        if threads:
-            r.threads = threads
+        fixed = self.threads > 0 and self.device == "CPU"  # the CPU split; a GPU device picks its own host threads
+        r.threads_mode = "FIXED" if fixed else "AUTO"
+        if fixed:
+            r.threads = self.threads
+        r.use_persistent_data = True  # keep the Cycles session (kernels, BVH, denoiser) across frames and renders
         r.film_transparent = False
         r.dither_intensity = 0.0  # no noise added when quantising to 8 bit
         r.use_compositing = False
@@ -227,6 +258,9 @@ class BlenderRenderer:
         r.image_settings.color_mode = "RGB"
         r.image_settings.color_depth = "8"
         r.image_settings.compression = 0
+        r.use_file_extension = True
+        r.use_overwrite = True
+        r.use_placeholder = False
         r.filepath = self._png
         sc.view_settings.view_transform = self.scene.view_transform
         sc.view_settings.look = "None"
@@ -336,18 +370,57 @@ class BlenderRenderer:
     def render_batch(
         self, latents: np.ndarray, classes: np.ndarray | None = None, seeds: np.ndarray | None = None
     ) -> np.ndarray:
-        """Render N samples: latents (N, D) raw, classes (N,) or None (class 0), seeds (N,) -> uint8 (N, H, W, 3)."""
+        """Render N samples: latents (N, D) raw, classes (N,) or None (class 0), seeds (N,) -> uint8 (N, H, W, 3).
+
+        Every pose is computed (and checked) first; then the batch renders as sequences of up to
+        ``SEQUENCE_FRAMES`` frames, each one animation render whose frame handler poses frame i. Pixels equal
+        ``render_pose``'s image by image (tested); Ctrl-C in the main thread stops between sequences.
+        """
         latents = np.asarray(latents, dtype=np.float32)
         n = latents.shape[0]
         classes = np.zeros(n, dtype=np.int64) if classes is None else np.asarray(classes, dtype=np.int64)
         seeds = np.arange(n, dtype=np.uint64) if seeds is None else np.asarray(seeds, dtype=np.uint64)
         if classes.shape != (n,) or seeds.shape != (n,):
             raise UserError(f"render_batch: classes {classes.shape} and seeds {seeds.shape} must have shape ({n},)")
+        frames = [(pose(self.scene, latents[i].tolist(), int(classes[i]), self.settings.hue_mode), int(seeds[i]))
+                  for i in range(n)]
         res = self.settings.resolution
         out = np.empty((n, res, res, 3), dtype=np.uint8)
-        for i in range(n):
-            out[i] = self.render(latents[i].tolist(), int(classes[i]), int(seeds[i]))
+        with _interrupt_between_sequences() as interrupted:
+            for start in range(0, n, SEQUENCE_FRAMES):
+                out[start:start + SEQUENCE_FRAMES] = self.render_sequence(frames[start:start + SEQUENCE_FRAMES])
+                if interrupted():
+                    raise KeyboardInterrupt
         return out
+
+    def render_sequence(self, frames: Sequence[tuple[Pose, int]]) -> np.ndarray:
+        """Render (pose, seed) frames as one animation render: uint8 (len(frames), H, W, 3), top row first."""
+        self._ensure_active()
+        bl = self._bl
+        self._frames = list(frames)
+        bl.frame_start, bl.frame_end = 1, len(frames)
+        bl.render.filepath = os.path.join(self._tmp, "seq_")
+        bpy.app.handlers.frame_change_pre.append(self._pose_frame)
+        try:
+            with quiet_stdout(self.quiet):
+                bpy.ops.render.render(animation=True)
+        finally:
+            bpy.app.handlers.frame_change_pre.remove(self._pose_frame)
+            bl.render.filepath = self._png
+            self._frames = []
+        out = np.empty((len(frames), *(self.settings.resolution,) * 2, 3), dtype=np.uint8)
+        for i in range(len(frames)):
+            path = os.path.join(self._tmp, f"seq_{i + 1:04d}.png")
+            with Image.open(path) as im:
+                out[i] = np.asarray(im.convert("RGB"), dtype=np.uint8)
+            os.unlink(path)
+        return out
+
+    def _pose_frame(self, scene: bpy.types.Scene, *_: Any) -> None:
+        """Frame handler of ``render_sequence``: frame f (1-based) shows the f-th (pose, seed)."""
+        f = scene.frame_current
+        if 1 <= f <= len(self._frames):
+            self.apply(*self._frames[f - 1])
 
     def close(self) -> None:
         """Remove the temporary output file and folder."""
@@ -358,7 +431,8 @@ class BlenderRenderer:
 
 
 def build_renderer(
-    scene: Scene | Mapping[str, Any] | str, settings: RenderSettings | Mapping[str, Any] | None = None
+    scene: Scene | Mapping[str, Any] | str, settings: RenderSettings | Mapping[str, Any] | None = None,
+    threads: int = 0,
 ) -> BlenderRenderer:
     """A renderer from plain data (as shipped to Dask workers): a Scene, its dict form or a scene name/path."""
     if isinstance(scene, str):
@@ -367,4 +441,4 @@ def build_renderer(
         scene = scene_from_dict(scene)
     if settings is not None and not isinstance(settings, RenderSettings):
         settings = RenderSettings(**settings)
-    return BlenderRenderer(scene, settings)
+    return BlenderRenderer(scene, settings, threads=threads)

@@ -1,10 +1,11 @@
 """The Dask render driver: one task per chunk (sample or read rows -> render -> write -> mark done).
 
-Runs on a ``LocalCluster`` of worker processes by default, or joins any scheduler
-(``--scheduler tcp://HOST:PORT``, e.g. started by dask-jobqueue on SLURM/PBS). Each worker
-process keeps one Blender renderer, built on its first chunk and re-posed for every image.
-Chunks already marked done are skipped, so re-running a command resumes it. Given latents are
-written into the store by the driver; each task reads its own rows from there.
+A local job with one worker renders in this process (no cluster to start: small jobs start at once); more
+workers run on a ``LocalCluster`` of worker processes, and ``--scheduler tcp://HOST:PORT`` joins any
+cluster (e.g. started by dask-jobqueue on SLURM/PBS). Each process keeps one Blender renderer, built on its
+first chunk and re-posed for every image; one chunk renders at a time per process, with the process's Cycles
+threads set explicitly. Chunks already marked done are skipped, so re-running a command resumes it. Given
+latents are written into the store by the driver; each task reads its own rows from there.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ import numpy as np
 
 from causal import SCM, Samples, load_scm, rng
 from causal.errors import UserError
-from render.store import ChunkData, chunk_bounds, done_mask, n_chunks, prepare, write_chunk, write_given
+from render.store import ChunkData, chunk_bounds, done_mask, is_url, n_chunks, prepare, write_chunk, write_given
 
 FAULT_ENV = "IDENT3D_TEST_KILL_CHUNK"  # "K:MARKER": kill the worker once, mid-chunk K (tests only)
 FULL_DISK_ENV = "IDENT3D_TEST_FULL_DISK"  # "K": writing chunk K fails with ENOSPC (tests only)
@@ -31,6 +34,8 @@ CONNECT_TIMEOUT_S = 10.0  # default wait for an existing scheduler (--scheduler)
 BASE_WORKER_BYTES = 400 * 2**20  # a worker's Blender with the scene built (measured RSS ~357 MB)
 BUFFER_BYTES_PER_PX = 128  # Cycles' float RGBA render/denoise passes per pixel (upper estimate)
 VIEW_SEEDS = ("independent", "shared")  # a view's Cycles seeds: its own stream, or its anchor's
+BOOKKEEPING_BYTES_PER_CHUNK = 64  # the driver's per-chunk state (done flag, index, progress sums), upper estimate
+MIN_STORED_FRACTION = 0.1  # smallest compressed/raw image size seen (0.21 at 224 px, 0.42 at 64 px): disk check
 
 
 @dataclass(frozen=True)
@@ -47,14 +52,11 @@ class RenderJob:
     views: dict[str, list[str]] = field(default_factory=dict)
     view_seeds: str = "independent"
     given: bool = False  # True: the anchors' latents (and classes) are already in the store; read, don't sample
+    threads: int = 0  # Cycles CPU threads per worker process; 0: $OMP_NUM_THREADS, else the Dask worker's threads
 
     @property
     def n_chunks(self) -> int:
         return n_chunks(self.n, self.chunk_size)
-
-    def key(self) -> str:
-        """Identifies the renderer a worker can reuse across chunks of this job."""
-        return json.dumps([self.scene, self.settings], sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -105,15 +107,37 @@ def view_seed(seed: int, name: str) -> int:
 
 # ----- worker side ------------------------------------------------------------------------------
 _CACHE: dict[str, Any] = {}
+_RENDER_LOCK = threading.Lock()  # bpy is process-global: one chunk renders at a time in a process
+
+
+def worker_threads(job: RenderJob) -> int:
+    """Cycles threads for this process: the job's, else $OMP_NUM_THREADS (a local cluster sets it per worker), else
+    the Dask worker's thread count (a farm worker started with --nthreads / jobqueue cores), else 0 (all cores)."""
+    if job.threads:
+        return job.threads
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        return 0
 
 
 def _renderer(job: RenderJob) -> Any:
-    key = job.key()
+    threads = worker_threads(job)
+    key = json.dumps([job.scene, job.settings, threads], sort_keys=True)
     if _CACHE.get("key") != key:
         from render.blender import build_renderer
 
-        _CACHE.clear()
-        _CACHE.update(key=key, renderer=build_renderer(job.scene, job.settings))
+        old = _CACHE.pop("renderer", None)
+        _CACHE.pop("key", None)  # a build that fails leaves no stale key behind
+        if old is not None:
+            old.close()
+        _CACHE["renderer"] = build_renderer(job.scene, job.settings, threads=threads)
+        _CACHE["key"] = key
     return _CACHE["renderer"]
 
 
@@ -161,7 +185,8 @@ def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float] | ChunkFailur
     """Render and write chunk k; returns (k, images, seconds), or a ChunkFailure for errors that cannot succeed
     on a retry. Other exceptions propagate: Dask retries them (a worker fault may be transient)."""
     try:
-        return _render_chunk(job, k)
+        with _RENDER_LOCK:
+            return _render_chunk(job, k)
     except UserError as exc:
         return ChunkFailure(k, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except OSError as exc:
@@ -218,15 +243,16 @@ def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
 
 
 def local_cluster(workers: int, threads: int) -> tuple[Any, Any]:
-    """A LocalCluster of ``workers`` 1-thread processes and its client. The workers are started with SIGINT
-    ignored (inherited across exec), so Ctrl-C reaches only the driver, which stops them and says how to resume
-    instead of every worker printing a KeyboardInterrupt traceback."""
+    """A LocalCluster of ``workers`` 1-task processes and its client; ``threads`` > 0 sets each one's
+    $OMP_NUM_THREADS (the Cycles threads of a render worker). The workers are started with SIGINT ignored
+    (inherited across exec), so Ctrl-C reaches only the driver, which stops them and says how to resume instead
+    of every worker printing a KeyboardInterrupt traceback."""
     from dask.distributed import Client, LocalCluster
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               silence_logs=50, env={"OMP_NUM_THREADS": str(threads)})
+                               silence_logs=50, env={"OMP_NUM_THREADS": str(threads)} if threads else {})
         return Client(cluster), cluster
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -271,28 +297,70 @@ def gb(nbytes: int) -> str:
     return f"{nbytes / 2**30:,.1f} GB"
 
 
-def default_workers(resolution: int) -> int:
-    """Worker processes for a local cluster. Measured on 2 cores (benchmarks/render_bench.py): at 64 px one
-    2-thread Blender gives 15.5 img/s vs 9.5 for two 1-thread ones; at 224 px two give 1.46 vs 0.86 for one."""
-    cores = os.cpu_count() or 1
-    return cores if resolution >= 128 else max(1, cores // 2)
+def cpu_cores() -> int:
+    """Cores this process may use (its CPU affinity where the OS tells, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_workers(resolution: int, device: str = "cpu") -> int:
+    """Worker processes for a local job; each gets cores // workers Cycles threads. A GPU device: one worker (it
+    does not split the cores). Measured on 2 cores (benchmarks/render_bench.py sweeps the splits per resolution,
+    results/render_bench.json): one 2-thread process is within 5% of the best split at 64 and 128 px, two
+    1-thread processes at 224 px."""
+    if device == "gpu":
+        return 1
+    cores = cpu_cores()
+    return cores if resolution >= SPLIT_FROM_PX else max(1, cores // 2)
+
+
+SPLIT_FROM_PX = 224  # from this resolution up, one 1-thread process per core renders faster than one process
+
+
+def check_bookkeeping(job: RenderJob, available: int | None = None, free_disk: int | None = None) -> None:
+    """Refuse an ``n`` whose per-chunk bookkeeping would not fit in memory, or whose store would not fit on the
+    local disk even at the best compression seen, before anything is created (one line, the flags to change)."""
+    chunks = n_chunks(job.n, job.chunk_size)
+    need = chunks * BOOKKEEPING_BYTES_PER_CHUNK
+    have = available_memory() if available is None else available
+    if have is not None and need > have // 2:
+        raise UserError(f"--n {job.n:,} in chunks of {job.chunk_size} makes {chunks:,} chunks whose bookkeeping "
+                        f"needs about {gb(need)} of memory but {gb(have)} is available; lower --n or raise "
+                        "--chunk-size")
+    res = int(job.settings["resolution"])
+    store = int(job.n * res * res * 3 * (1 + len(job.views)) * MIN_STORED_FRACTION)
+    if free_disk is None and not is_url(job.out):
+        parent = next((q for q in [Path(job.out), *Path(job.out).parents] if q.exists()), Path("."))
+        usage = shutil.disk_usage(parent)
+        free_disk = usage.free if usage.total else None  # a virtual file system (/proc) has no size to compare
+    if free_disk is not None and store > free_disk:
+        raise UserError(f"--n {job.n:,} images of {res} px need at least {gb(store)} of disk for the store "
+                        f"(at {MIN_STORED_FRACTION:.0%} of their raw size, the best compression seen) but "
+                        f"{gb(free_disk)} is free at {job.out}; lower --n or --resolution, or choose another --out")
 
 
 def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = None, overwrite: bool = False,
-        retries: int = 2, progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S) -> RenderReport:
+        retries: int = 2, progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
+        threads: int | None = None) -> RenderReport:
     """Create or resume the store, render every chunk not yet done, and report what happened.
 
-    ``workers=None``: :func:`default_workers` for the plan's resolution (ignored with a ``scheduler``, which is
-    reached first: an unreachable one creates nothing). Errors no retry can fix stop the run with a one-line
-    ``UserError``; Ctrl-C stops it with a ``KeyboardInterrupt`` saying how many chunks are done. Finished chunks
-    are kept either way, so re-running the same command resumes.
+    ``workers=None``: :func:`default_workers` for the plan's resolution and device (ignored with a ``scheduler``,
+    which is reached first: an unreachable one creates nothing). One local worker (or a single chunk to do) renders
+    in this process, without a cluster. ``threads``: Cycles threads per worker process (default: the cores split
+    evenly between the local workers; with a scheduler, each worker's own thread count). Errors no retry can fix
+    stop the run with a one-line ``UserError``; Ctrl-C stops it with a ``KeyboardInterrupt`` saying how many chunks
+    are done (counted once the workers stopped). Finished chunks are kept either way, so re-running resumes.
     """
     job = plan.job
-    workers = workers or default_workers(int(plan.layout["height"]))
+    device = str(job.settings.get("device", "cpu"))
+    workers = workers or default_workers(int(plan.layout["height"]), device)
+    check_bookkeeping(job)
     check_memory(plan.layout, 1 if scheduler else workers)
     client = connect(scheduler, connect_timeout) if scheduler else None
     try:
-        return _run(plan, client, workers, overwrite, retries, progress)
+        return _run(plan, client, workers, threads, overwrite, retries, progress)
     except OSError as exc:  # the driver's own writes (store creation, given latents) on a full disk
         if exc.errno != errno.ENOSPC:
             raise
@@ -303,26 +371,34 @@ def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = No
             client.close()
 
 
-def _run(plan: RenderPlan, client: Any, workers: int, overwrite: bool, retries: int, progress: bool) -> RenderReport:
-    """The body of :func:`run` once the scheduler (if any) answered: prepare the store, start a local cluster
-    if needed, render what is not done."""
+def _run(plan: RenderPlan, client: Any, workers: int, threads: int | None, overwrite: bool, retries: int,
+         progress: bool) -> RenderReport:
+    """The body of :func:`run` once the scheduler (if any) answered: prepare the store, render what is not done
+    in this process or on a cluster (a local one started here when more than one worker is wanted)."""
     job = plan.job
+    group = prepare(job.out, plan.attrs, plan.layout, overwrite)
+    done = done_mask(group)
+    todo = np.flatnonzero(~done)
+    report = RenderReport([], np.flatnonzero(done).tolist(), {}, 0, 0.0, out=job.out, n=job.n,
+                          n_chunks=job.n_chunks)
+    if not len(todo):
+        return report
+    if plan.latents is not None:
+        write_given(group, plan.latents, plan.classes, todo.tolist())
+    gpu = job.settings.get("device") == "gpu"
+    if client is None and (workers == 1 or len(todo) == 1):
+        job = replace(job, threads=threads or (0 if gpu else cpu_cores()))
+        _render_inline(job, todo, retries, progress, report, group)
+        return report
+    if threads:
+        job = replace(job, threads=threads)
     cluster = None
     try:
-        group = prepare(job.out, plan.attrs, plan.layout, overwrite)
-        done = done_mask(group)
-        todo = [k for k in range(job.n_chunks) if not done[k]]
-        report = RenderReport([], [k for k in range(job.n_chunks) if done[k]], {}, 0, 0.0, out=job.out, n=job.n,
-                              n_chunks=job.n_chunks)
-        if not todo:
-            return report
-        if plan.latents is not None:
-            write_given(group, plan.latents, plan.classes, todo)
         if client is None:
-            client, cluster = local_cluster(workers, max(1, (os.cpu_count() or 1) // max(1, workers)))
+            client, cluster = local_cluster(workers, 0 if gpu else max(1, cpu_cores() // workers))
         if progress:
             print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
-        _render(client, job, todo, retries, progress, report, group)
+        _render(client, cluster, job, todo, retries, progress, report, group)
         report.workers_lost = _workers_lost(client, report.seconds)
         return report
     finally:
@@ -339,36 +415,105 @@ def dashboard_link(client: Any) -> str:
         return "none (the scheduler runs without one)"
 
 
-def _render(client: Any, job: RenderJob, todo: list[int], retries: int, progress: bool, report: RenderReport,
-            group: Any) -> None:
-    """Submit one task per chunk and collect them into ``report``; stop at the first unfixable failure
-    (UserError) or at Ctrl-C (KeyboardInterrupt with how to resume), cancelling what is still queued."""
+def _images(job: RenderJob, todo: np.ndarray) -> int:
+    """Images the chunks ``todo`` hold, anchors and views."""
+    rows = len(todo) * job.chunk_size
+    if len(todo) and todo[-1] == job.n_chunks - 1:  # the last chunk may be short
+        rows -= job.n_chunks * job.chunk_size - job.n
+    return int(rows) * (1 + len(job.views))
+
+
+def _interrupted(job: RenderJob, group: Any, note: str = "") -> str:
+    """The Ctrl-C message: chunks done now (call it once the workers stopped) and how to resume."""
+    return f"interrupted: {int(done_mask(group).sum())} of {job.n_chunks} chunks done{note}; re-run the same " \
+           "command to resume"
+
+
+def _render_inline(job: RenderJob, todo: np.ndarray, retries: int, progress: bool, report: RenderReport,
+                   group: Any) -> None:
+    """Render the chunks ``todo`` one after another in this process (no cluster): the same task as a Dask worker
+    runs, retried ``retries`` times on an unexpected error; Ctrl-C stops between frame sequences."""
+    from tqdm import tqdm
+
     t0 = time.perf_counter()
-    per_chunk = 1 + len(job.views)
-    total = sum(np.diff(chunk_bounds(k, job.chunk_size, job.n))[0] for k in todo) * per_chunk
-    futures = {client.submit(render_chunk, job, k, retries=retries, pure=False, key=f"chunk-{k}-{time.time()}"): k
-               for k in todo}
     try:
-        drain(client, futures, int(total), "render", progress, lambda fut, k, bar: _collect(fut, k, report, bar),
-              lambda: f"interrupted: {int(done_mask(group).sum())} of {job.n_chunks} chunks done; re-run the same "
-                      "command to resume")
+        with tqdm(total=_images(job, todo), unit="img", desc="render", disable=not progress, smoothing=0.1) as bar:
+            for k in todo.tolist():
+                for attempt in range(retries + 1):
+                    try:
+                        result = render_chunk(job, k)
+                        break
+                    except (KeyboardInterrupt, MemoryError):
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - retried, then reported like a Dask task's failure
+                        if attempt == retries:
+                            result = exc
+                _record(result, k, report, bar)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(_interrupted(job, group)) from None
     finally:
         report.seconds = time.perf_counter() - t0
     report.rendered.sort()
 
 
-def drain(client: Any, futures: dict[Any, int], total: int, desc: str, progress: bool,
-          collect: Callable[[Any, int, Any], None], interrupted: Callable[[], str]) -> None:
-    """Collect chunk tasks ({future: chunk}) as they finish with ``collect(future, chunk, bar)``, under a progress bar
-    of ``total`` images; at a UserError or Ctrl-C cancel what is still queued (Ctrl-C becomes a KeyboardInterrupt
-    saying ``interrupted()``, e.g. how many chunks are done and how to resume). Shared by render and import."""
+def _render(client: Any, cluster: Any, job: RenderJob, todo: np.ndarray, retries: int, progress: bool,
+            report: RenderReport, group: Any) -> None:
+    """One task per chunk on the cluster, collected into ``report``; stop at the first unfixable failure
+    (UserError) or at Ctrl-C (a KeyboardInterrupt saying how to resume, counted after a local cluster's workers
+    stopped; a remote cluster may still finish the chunks it is rendering)."""
+    t0, run_id = time.perf_counter(), f"{time.time():.6f}"
+
+    def submit(k: int) -> Any:
+        return client.submit(render_chunk, job, k, retries=retries, pure=False, key=f"chunk-{k}-{run_id}")
+
+    def interrupted() -> str:
+        if cluster is not None:
+            cluster.close()  # stop the workers first, so the count is final
+            return _interrupted(job, group)
+        return _interrupted(job, group, " (chunks still running on the cluster may finish)")
+
+    try:
+        drain(client, submit, todo.tolist(), _images(job, todo), "render", progress,
+              lambda fut, k, bar: _collect(fut, k, report, bar), interrupted)
+    finally:
+        report.seconds = time.perf_counter() - t0
+    report.rendered.sort()
+
+
+def window_size(client: Any) -> int:
+    """Tasks kept in flight: enough to keep every worker thread busy (x4), bounded so a job of millions of chunks
+    holds a few thousand futures, not one per chunk."""
+    try:
+        threads = sum(client.nthreads().values())
+    except Exception:  # noqa: BLE001 - a scheduler that does not say: assume a large farm
+        threads = 256
+    return max(16, 4 * threads)
+
+
+def drain(client: Any, submit: Callable[[int], Any], todo: Iterable[int], total: int, desc: str, progress: bool,
+          collect: Callable[[Any, int, Any], None], interrupted: Callable[[], str], window: int | None = None) -> None:
+    """Run one task per chunk of ``todo`` (``submit(k)`` -> future), at most ``window`` (default
+    :func:`window_size`) in flight, and
+    collect each as it finishes with ``collect(future, chunk, bar)`` under a progress bar of ``total`` images; at a
+    UserError or Ctrl-C cancel what is still queued (Ctrl-C becomes a KeyboardInterrupt saying ``interrupted()``,
+    e.g. how many chunks are done and how to resume). Shared by render and import."""
     from dask.distributed import as_completed
     from tqdm import tqdm
 
+    pending = iter(todo)
+    futures: dict[Any, int] = {}
     try:
         with tqdm(total=total, unit="img", desc=desc, disable=not progress, smoothing=0.1) as bar:
-            for fut in as_completed(futures):
-                collect(fut, futures[fut], bar)
+            for k in _take(pending, window or window_size(client)):
+                futures[submit(k)] = k
+            queue = as_completed(list(futures))
+            for fut in queue:
+                k = futures.pop(fut)
+                collect(fut, k, bar)
+                for nxt in _take(pending, 1):
+                    new = submit(nxt)
+                    futures[new] = nxt
+                    queue.add(new)
     except KeyboardInterrupt:
         client.cancel(list(futures))
         raise KeyboardInterrupt(interrupted()) from None
@@ -377,16 +522,34 @@ def drain(client: Any, futures: dict[Any, int], total: int, desc: str, progress:
         raise
 
 
+def _take(it: Any, count: int) -> list[int]:
+    """Up to ``count`` next items of an iterator."""
+    out = []
+    for x in it:
+        out.append(x)
+        if len(out) == count:
+            break
+    return out
+
+
 def _collect(fut: Any, k: int, report: RenderReport, bar: Any) -> None:
     """Record one finished chunk task: rendered, failed after its retries, or an unfixable ChunkFailure."""
     try:
         result = fut.result()
     except Exception as exc:  # noqa: BLE001 - report the chunk, keep the others going
-        report.failed[k] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        bar.set_postfix(failed=len(report.failed))
-        return
+        result = exc
+    _record(result, k, report, bar)
+
+
+def _record(result: Any, k: int, report: RenderReport, bar: Any) -> None:
+    """A chunk's outcome into the report: rendered (k, images, s), failed (an exception), or a ChunkFailure that
+    stops the run."""
     if isinstance(result, ChunkFailure):
         raise UserError(result.message)
+    if isinstance(result, BaseException):
+        report.failed[k] = f"{type(result).__name__}: {result}".splitlines()[0]
+        bar.set_postfix(failed=len(report.failed))
+        return
     _, count, _ = result
     report.rendered.append(k)
     report.images += count

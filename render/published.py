@@ -419,13 +419,15 @@ def _submit_all(client: Any, job: ImportJob, files: list[str], todo: list[int], 
     from render.driver import drain
 
     t0, run = time.perf_counter(), uuid.uuid4().hex[:8]
-    futures = {}
-    for k in todo:
+
+    def submit(k: int) -> Any:
         start, stop = chunk_bounds(k, job.chunk_size, job.n)
-        futures[client.submit(import_chunk, job, k, files[start:stop], pure=False, key=f"import-{run}-{k}")] = k
+        return client.submit(import_chunk, job, k, files[start:stop], pure=False, key=f"import-{run}-{k}")
+
     total = sum(np.diff(chunk_bounds(k, job.chunk_size, job.n))[0] for k in todo)
     try:
-        drain(client, futures, int(total), "import", progress, lambda fut, k, bar: _collect(fut, k, job, report, bar),
+        drain(client, submit, todo, int(total), "import", progress,
+              lambda fut, k, bar: _collect(fut, k, job, report, bar),
               lambda: f"interrupted: {len(report.skipped) + len(report.imported)} of {report.n_chunks} chunks done; "
                       "re-run the same command to resume")
     finally:

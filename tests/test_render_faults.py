@@ -141,6 +141,16 @@ def _closed_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.parametrize("n", ["1000000000000", "100000000000000000"])
+def test_huge_n_is_refused_at_once_and_creates_nothing(tmp_path, n):
+    """Used to hang while memory grew (13.5 GB at 140 s): the chunk bookkeeping and the store must fit."""
+    out = tmp_path / "huge.zarr"
+    t0 = time.time()
+    line = one_line(ident3d(*BASE, "--out", str(out), "--n", n))
+    assert f"--n {int(n):,}" in line and ("of memory but" in line or "of disk for the store" in line), line
+    assert time.time() - t0 < 10 and not out.exists()
+
+
 def test_unreachable_scheduler_is_one_line_fast_and_creates_nothing(tmp_path):
     addr = f"tcp://127.0.0.1:{_closed_port()}"
     out = tmp_path / "new.zarr"
@@ -169,17 +179,18 @@ def test_full_disk_is_one_line_and_the_store_resumes(reference, tmp_path):
     assert "no space left on the device holding" in line and str(out) in line and "re-run" in line, line
     done = zarr.open_group(str(out), mode="r")["done"][:]
     assert not done[3] and done.sum() < N
-    resume = [a for a in BASE if a != "--no-progress"]  # with progress: the dashboard link is printed once
-    r = ident3d(*resume, "--out", str(out))
+    resume = [a for a in BASE if a != "--no-progress"]  # with progress and a cluster: the dashboard link, once
+    r = ident3d(*resume, "--out", str(out), "--workers", "2")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stdout.count("Dask dashboard: http") == 1, r.stdout
     assert f"{int(done.sum())} chunks were already done" in r.stdout, r.stdout
     assert_same_store(reference, out)
 
 
-def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(reference, tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])  # in this process / on a local cluster
+def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(reference, tmp_path, workers):
     out = tmp_path / "int.zarr"
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *BASE, "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *BASE, "--out", str(out), "--workers", workers],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=default_sigint,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -195,6 +206,7 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(refere
     assert "interrupted:" in lines[0] and f"of {N} chunks done; re-run the same command to resume" in lines[0]
     done = zarr.open_group(str(out), mode="r")["done"][:]
     assert 1 <= done.sum() < N, done
+    assert f"interrupted: {int(done.sum())} of {N}" in lines[0], (lines[0], done)  # counted after the workers stopped
     r = ident3d(*BASE, "--out", str(out))
     assert r.returncode == 0 and f"{int(done.sum())} chunks were already done" in r.stdout, r.stdout + r.stderr
     assert_same_store(reference, out)
@@ -202,7 +214,7 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(refere
 
 def test_lost_worker_is_named_in_the_summary(reference, tmp_path):
     out = tmp_path / "lost.zarr"
-    r = ident3d(*BASE, "--out", str(out), env={FAULT_ENV: f"2:{tmp_path / 'killed'}"})
+    r = ident3d(*BASE, "--out", str(out), "--workers", "2", env={FAULT_ENV: f"2:{tmp_path / 'killed'}"})
     assert r.returncode == 0 and (tmp_path / "killed").exists(), r.stderr
     assert "1 worker process(es) died during the run" in r.stdout, r.stdout
     assert_same_store(reference, out)
@@ -222,10 +234,12 @@ def test_farm_workers_in_another_directory_render_a_relative_out(reference, tmp_
         deadline = time.time() + 60
         while not sched_file.exists() and time.time() < deadline:
             time.sleep(0.1)
-        procs += [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--nthreads", "1",
+        # one worker with two Dask threads: its chunks render one at a time (bpy is process-global), 2 Cycles threads
+        procs += [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--nthreads", str(t),
                                     "--nworkers", "1", "--scheduler-file", str(sched_file)],
-                                   cwd=farm, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                  for _ in range(2)]
+                                   cwd=farm, env={**env, "OMP_NUM_THREADS": ""}, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+                  for t in (1, 2)]
         import json
 
         from distributed import Client

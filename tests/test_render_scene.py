@@ -285,6 +285,41 @@ def test_same_seed_same_pixels_any_threads(renderer):
     np.testing.assert_array_equal(one, first)
 
 
+def test_sequences_render_the_same_pixels_as_one_image_at_a_time(renderer, monkeypatch):
+    """render_batch renders frame sequences in one persistent Cycles session; each image equals the one the
+    per-image operator renders from scratch, whatever the sequence length and the order of the batch."""
+    import bpy
+
+    import render.blender as rb
+
+    rng = np.random.default_rng(5)
+    lat = rng.uniform(-1, 1, (5, len(LATENT_NAMES))).astype(np.float32)
+    classes, seeds = np.array([0, 2, 6, 0, 4]), np.array([3, 1, 4, 1, 5], dtype=np.uint64)
+    monkeypatch.setattr(rb, "SEQUENCE_FRAMES", 3)  # two sequences: 3 + 2 frames
+    batch = renderer.render_batch(lat, classes, seeds)
+    bpy.context.scene.render.use_persistent_data = False
+    try:
+        single = np.stack([renderer.render_pose(pose(renderer.scene, lat[i].tolist(), int(classes[i])), int(seeds[i]))
+                           for i in range(5)])
+    finally:
+        bpy.context.scene.render.use_persistent_data = True
+    np.testing.assert_array_equal(batch, single)
+    order = [4, 2, 0, 3, 1]
+    np.testing.assert_array_equal(renderer.render_batch(lat[order], classes[order], seeds[order]), single[order])
+    assert len({single[i].tobytes() for i in range(5)}) == 5  # five different images, not one repeated
+
+
+def test_cpu_threads_are_fixed_and_persistent_data_on():
+    import bpy
+
+    from render.blender import BlenderRenderer
+
+    r = BlenderRenderer(load_scene("3dident"), replace(SETTINGS, device="cpu"), threads=1)
+    sc = bpy.context.scene
+    assert (sc.render.threads_mode, sc.render.threads, sc.render.use_persistent_data) == ("FIXED", 1, True)
+    r.close()
+
+
 def test_3dident_scene_renders_teapot(renderer):
     from render.blender import BlenderRenderer
 
