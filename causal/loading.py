@@ -11,6 +11,7 @@ import yaml
 
 from causal.errors import SpecError, UserError
 from causal.scm import SCM
+from causal.yamlnum import load_yaml
 
 
 def builtin_names() -> list[str]:
@@ -35,9 +36,10 @@ def read_spec_text(name_or_path: str | Path) -> str:
 
 
 def parse_spec(text: str, source: str = "spec") -> dict[str, Any]:
-    """Parse YAML (a superset of JSON) into a spec mapping, with one-line errors."""
+    """Parse YAML (a superset of JSON; numbers read by ``causal.yamlnum``) into a spec mapping, with one-line
+    errors."""
     try:
-        spec = yaml.safe_load(text)
+        spec = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -66,13 +66,16 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
 
 
 def read_yaml_config(path: str | Path, example: str) -> object:
-    """The parsed YAML of a config file; a missing file or bad YAML is a one-line error naming ``example``."""
+    """The parsed YAML of a config file (numbers read by ``causal.yamlnum``: ``2e-3`` is a number); a missing file
+    or bad YAML is a one-line error naming ``example``."""
     import yaml
+
+    from causal.yamlnum import load_yaml
 
     p = Path(path)
     if not p.is_file():
         raise UserError(f"config {path} not found; see {example} for an example")
     try:
-        return yaml.safe_load(p.read_text())
+        return load_yaml(p.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"config {path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None

@@ -12,8 +12,6 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from causal.errors import UserError
 from pipelines.files import check_output_dir
 
@@ -82,26 +80,34 @@ def same_store(saved: str, now: str) -> bool:
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
-    """KEY=VALUE items -> dict, values parsed as YAML scalars (numbers, bools, lists)."""
+    """KEY=VALUE items -> dict, values read by ``causal.yamlnum.parse_value`` (numbers as written, e.g. 5e-2;
+    true/false, null, lists); the objective or encoder then checks each against its declaration."""
+    from causal.yamlnum import parse_value
+
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"{flag}: expected KEY=VALUE, got {item!r}")
-        out[key] = yaml.safe_load(value)
+        out[key] = parse_value(value)
     return out
 
 
 def list_components() -> str:
-    """One line per objective, view maker and encoder (``ident3d train --list``)."""
+    """One line per objective, view maker and encoder (``ident3d train --list``), and under each objective and
+    encoder what its ``--hp`` / ``--encoder-arg`` settings take (from their one declaration)."""
     from training.encoders import ENCODERS
     from training.objectives import OBJECTIVES
     from training.views import VIEWS
 
     lines = []
-    for title, reg in (("objectives", OBJECTIVES), ("views", VIEWS), ("encoders", ENCODERS)):
+    for title, reg, flag in (("objectives", OBJECTIVES, "--hp"), ("views", VIEWS, ""),
+                             ("encoders", ENCODERS, "--encoder-arg")):
         lines.append(f"{title}:")
-        lines += [f"  {name:14s} {doc}" for name, doc in reg.describe()]
+        for name, doc in reg.describe():
+            lines.append(f"  {name:14s} {doc}")
+            if settings := reg.settings(name):
+                lines.append(f"  {'':14s} {flag}: {settings}")
     lines.append("  (DA recipes combine with '+', e.g. crop_large+colour, rotation+colour)")
     return "\n".join(lines)
 

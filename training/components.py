@@ -12,6 +12,7 @@ from training.data import StoreBatches, StoreInfo, image_stats, make_loader, sto
 from training.encoders import Encoder, build_encoder
 from training.objectives import OBJECTIVES
 from training.objectives.base import Objective
+from training.registry import FIXED_ARGS
 from training.views import Normalize, ViewMaker, make_view_maker
 
 
@@ -28,7 +29,7 @@ class Run:
 SYNTHETIC = "synthetic"  # TrainConfig.data of runs on a synthetic source (TrainConfig.source) instead of a store
 
 # arguments the trainer passes itself: not settable through --hp / --encoder-arg
-_FIXED_ARGS = {"self", "encoder", "out_dim", "constraint", "image_size"}
+_FIXED_ARGS = {"self", *FIXED_ARGS}
 
 
 def keyword_names(cls: Any, fixed: frozenset[str] | set[str] = _FIXED_ARGS) -> list[str] | None:
@@ -85,17 +86,29 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def check_components(cfg: Any, image_size: int, input_kind: str = "image",
-                     in_dim: int | None = None) -> tuple[Encoder, Objective]:
-    """Build the encoder and objective of ``cfg`` once (on no data) to check names, keys and values early:
-    a bad --hp or --encoder-arg fails here, before a store is read or a run directory is made. Vector encoders
-    (``input_kind="vector"``, synthetic data) get ``in_dim`` unless the config sets it."""
+def resolve_args(cfg: Any) -> tuple[type[Objective], type[Encoder]]:
+    """Check ``cfg``'s objective and encoder names, then its hyperparameters and encoder options against what they
+    declare (unknown keys, types, ranges: one line each), converting each value to its declared type in place (so
+    ``tau: 1`` and ``tau: 1.0`` are one setting); returns the two classes."""
     from training.encoders import ENCODERS
+    from training.hparams import coerce
 
     objective_cls = OBJECTIVES.get(cfg.objective)
     check_keywords("objective", cfg.objective, objective_cls, cfg.objective_args, "hyperparameter")
     encoder_cls = ENCODERS.get(cfg.encoder)
     check_keywords("encoder", cfg.encoder, encoder_cls, cfg.encoder_args, "option")
+    cfg.objective_args = coerce(objective_cls, cfg.objective_args, f"objective {cfg.objective}", "hyperparameter",
+                                FIXED_ARGS)
+    cfg.encoder_args = coerce(encoder_cls, cfg.encoder_args, f"encoder {cfg.encoder}", "option", FIXED_ARGS)
+    return objective_cls, encoder_cls
+
+
+def check_components(cfg: Any, image_size: int, input_kind: str = "image",
+                     in_dim: int | None = None) -> tuple[Encoder, Objective]:
+    """Build the encoder and objective of ``cfg`` once (on no data) to check names, keys and values early:
+    a bad --hp or --encoder-arg fails here, before a store is read or a run directory is made. Vector encoders
+    (``input_kind="vector"``, synthetic data) get ``in_dim`` unless the config sets it."""
+    objective_cls, encoder_cls = resolve_args(cfg)
     if encoder_cls.input_kind != input_kind:
         use = "cnn or resnet18 for a store" if input_kind == "image" else "mlp (or gin) for synthetic data"
         raise UserError(f"encoder {cfg.encoder} takes {encoder_cls.input_kind}s, not {input_kind}s; use {use}")

@@ -7,7 +7,6 @@ constraint: none, the unit sphere, or the box (0, 1) via a sigmoid.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
@@ -16,6 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from causal.errors import UserError
+from training.hparams import Count, Counts
 from training.registry import ENCODERS
 
 CONSTRAINTS = ("none", "sphere", "box")
@@ -65,7 +65,7 @@ class _PaperHead(nn.Module):
 class ResNet18(Encoder):
     """torchvision ResNet-18 (random init) -> hidden (100) -> LeakyReLU -> Linear(out_dim); small-image stem < 96 px."""
 
-    def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 100, image_size: int = 224):
+    def __init__(self, out_dim: int, constraint: str = "none", hidden: Count = 100, image_size: int = 224):
         super().__init__(out_dim, constraint)
         self.image_size, self.channels = image_size, 3  # recorded so generative objectives can mirror a decoder
         net = torchvision.models.resnet18(weights=None, num_classes=hidden)
@@ -85,7 +85,7 @@ class ResNet18(Encoder):
 class SmallCNN(Encoder):
     """4 conv blocks (32-64-128-256, stride 2) + global pool -> hidden -> LeakyReLU -> Linear(out_dim); fast on CPU."""
 
-    def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 100, width: int = 32,
+    def __init__(self, out_dim: int, constraint: str = "none", hidden: Count = 100, width: Count = 32,
                  image_size: int = 64):
         super().__init__(out_dim, constraint)
         self.image_size, self.channels = image_size, 3  # recorded so generative objectives can mirror a decoder
@@ -108,7 +108,7 @@ class TacCNN(Encoder):
     is f (200-d); the projection head g is a 2-layer MLP, Linear(hidden) - ReLU - Linear(out_dim) (50-d in the
     paper)."""
 
-    def __init__(self, out_dim: int, constraint: str = "none", hidden: int = 200, image_size: int = 84):
+    def __init__(self, out_dim: int, constraint: str = "none", hidden: Count = 200, image_size: int = 84):
         super().__init__(out_dim, constraint)
         self.image_size, self.channels = image_size, 3
         self.conv = nn.Sequential(
@@ -130,8 +130,8 @@ class MLP(Encoder):
 
     input_kind = "vector"
 
-    def __init__(self, out_dim: int, constraint: str = "none", in_dim: int = 10,
-                 hidden: Sequence[int] | None = None, image_size: int = 0):
+    def __init__(self, out_dim: int, constraint: str = "none", in_dim: Count = 10, hidden: Counts | None = None,
+                 image_size: int = 0):
         super().__init__(out_dim, constraint)
         sizes = [in_dim, *(hidden or [10 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 10 * in_dim])]
         self.sizes = sizes  # recorded so generative objectives can mirror a decoder

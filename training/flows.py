@@ -17,6 +17,7 @@ from torch import nn
 
 from causal.errors import UserError
 from training.encoders import Encoder
+from training.hparams import Count, Counts
 from training.registry import ENCODERS
 
 GIN_HIDDEN = (10, 10)  # GIN's artificial-data subnetworks: two hidden layers of 10 ReLU units
@@ -149,16 +150,14 @@ class GINEncoder(Encoder):
 
     input_kind = "vector"
 
-    def __init__(self, out_dim: int, constraint: str = "none", in_dim: int = 10, blocks: int = 8,
-                 hidden: Sequence[int] = GIN_HIDDEN, image_size: int = 0):
+    def __init__(self, out_dim: int, constraint: str = "none", in_dim: Count = 10, blocks: Count = 8,
+                 hidden: Counts = GIN_HIDDEN, image_size: int = 0):
         super().__init__(out_dim, constraint)
         if out_dim != in_dim:
             raise UserError(f"encoder gin is invertible: out_dim must equal in_dim ({in_dim}), got {out_dim}")
         if constraint != "none":
             raise UserError(f"encoder gin takes no output constraint (it would break volume preservation), "
                             f"got {constraint!r}")
-        if blocks < 1:
-            raise UserError(f"encoder gin needs blocks >= 1, got {blocks}")
         self.flow = GIN(in_dim, blocks, hidden)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:

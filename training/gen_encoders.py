@@ -4,13 +4,14 @@ the mirror decoder (``training.decoders.build_decoder``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import nn
 
 from causal.errors import UserError
 from training.encoders import Encoder
+from training.hparams import Counts
 from training.registry import ENCODERS
 
 
@@ -19,19 +20,16 @@ def to_channels(x: torch.Tensor, channels: int) -> torch.Tensor:
     return x.mean(dim=1, keepdim=True) if channels == 1 else x
 
 
-def _check_channels(channels: int) -> None:
-    if channels not in (1, 3):
-        raise UserError(f"encoder channels must be 1 (grey: the channel mean) or 3 (RGB), got {channels}")
+Channels = Literal[1, 3]  # 1: grey (the channel mean of RGB images), 3: RGB
 
 
 @ENCODERS.register("mlp_vae")
 class MLPImageEncoder(Encoder):
     """Paper 004's MLP for 28x28: flatten -> 500 -> 500 -> 2000 (ReLU) -> Linear(out_dim); channels=1 reads grey."""
 
-    def __init__(self, out_dim: int, constraint: str = "none", image_size: int = 28, channels: int = 3,
-                 hidden: Sequence[int] = (500, 500, 2000)):
+    def __init__(self, out_dim: int, constraint: str = "none", image_size: int = 28, channels: Channels = 3,
+                 hidden: Counts = (500, 500, 2000)):
         super().__init__(out_dim, constraint)
-        _check_channels(channels)
         self.image_size, self.channels, self.hidden = image_size, channels, tuple(hidden)
         sizes = [channels * image_size * image_size, *self.hidden]
         layers: list[nn.Module] = [nn.Flatten()]
@@ -65,10 +63,9 @@ class ResBlock(nn.Module):
 class ResNetImageEncoder(Encoder):
     """Paper 004's ResNet-style encoder for 32/64 px: conv 4x4 + pool, 4 residual stages (32-256) -> Linear."""
 
-    def __init__(self, out_dim: int, constraint: str = "none", image_size: int = 64, channels: int = 3,
-                 widths: Sequence[int] = (16, 32, 64, 128, 256)):
+    def __init__(self, out_dim: int, constraint: str = "none", image_size: int = 64, channels: Channels = 3,
+                 widths: Counts = (16, 32, 64, 128, 256)):
         super().__init__(out_dim, constraint)
-        _check_channels(channels)
         if image_size % 16:
             raise UserError(f"encoder resnet_vae needs an image size divisible by 16, got {image_size}")
         self.image_size, self.channels, self.widths = image_size, channels, tuple(widths)

@@ -1,6 +1,8 @@
 """Name -> class registries for objectives, view makers and encoders (solo-learn style).
 
-Each registered class has a one-line docstring; ``ident3d train --list`` prints them.
+Each registered class has a one-line docstring; ``ident3d train --list`` prints them. A registry whose entries take
+settings (``--hp`` for objectives, ``--encoder-arg`` for encoders) makes each registered class check the arguments
+its signature declares on construction (``training.hparams``).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from causal.errors import UserError
 
 T = TypeVar("T")
 
+FIXED_ARGS = frozenset({"encoder", "out_dim", "constraint", "image_size"})  # filled in by the trainer, not the user
+
 
 class Registry:
     """A named collection of classes registered with ``@REGISTRY.register("name")``."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, word: str | None = None):
+        self.kind, self.word = kind, word  # word: what one setting is called ("hyperparameter"), None: no settings
         self._items: dict[str, type] = {}
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
@@ -26,6 +30,10 @@ class Registry:
                 raise ValueError(f"{self.kind} {name!r} registered twice")
             self._items[name] = cls
             cls.registry_name = name  # type: ignore[attr-defined]
+            if self.word is not None:
+                from training.hparams import checked_init
+
+                checked_init(cls, lambda obj: f"{self.kind} {type(obj).registry_name}", self.word, FIXED_ARGS)
             return cls
 
         return deco
@@ -43,7 +51,13 @@ class Registry:
         """(name, first docstring line) for every entry."""
         return [(n, (self._items[n].__doc__ or "").strip().splitlines()[0]) for n in self.names()]
 
+    def settings(self, name: str) -> str:
+        """The declared settings of entry ``name`` in words ('' when it takes none): what ``--list`` shows."""
+        from training.hparams import describe
 
-OBJECTIVES = Registry("objective")
+        return describe(self.get(name), FIXED_ARGS) if self.word else ""
+
+
+OBJECTIVES = Registry("objective", "hyperparameter")
 VIEWS = Registry("view maker")
-ENCODERS = Registry("encoder")
+ENCODERS = Registry("encoder", "option")

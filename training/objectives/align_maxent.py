@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from causal.errors import UserError
+from training.hparams import Count, NonNegative, Positive
 from training.objectives.base import Objective
 from training.objectives.functional import global_two_views, kl_entropy, uniformity
 from training.registry import OBJECTIVES
@@ -54,11 +56,8 @@ class AlignMaxEnt(Objective):
     gathered across ranks first).
     """
 
-    def __init__(self, encoder: nn.Module, *, lam: float = 1.0, entropy: str = "kl", k: int = 1, t: float = 2.0):
-        if entropy not in ("kl", "uniformity"):
-            raise UserError(f"align_maxent: entropy must be 'kl' or 'uniformity', got {entropy!r}")
-        if int(k) < 1:
-            raise UserError(f"align_maxent: k must be >= 1, got {k}")
+    def __init__(self, encoder: nn.Module, *, lam: NonNegative = 1.0, entropy: Literal["kl", "uniformity"] = "kl",
+                 k: Count = 1, t: Positive = 2.0):
         super().__init__(encoder, lam=lam, entropy=entropy, k=k, t=t)
         self.lam, self.entropy, self.k, self.t = float(lam), entropy, int(k), float(t)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from training.hparams import NonNegative
 from training.objectives.base import Objective
 from training.objectives.functional import global_two_views, off_diagonal, standardise
 from training.registry import OBJECTIVES
@@ -34,7 +35,7 @@ class BarlowTwins(Objective):
     Under DDP the batch statistics and the cross-correlation are over the global batch (embeddings gathered).
     """
 
-    def __init__(self, encoder: nn.Module, *, lambd: float = 0.0051, eps: float = 1e-5):
+    def __init__(self, encoder: nn.Module, *, lambd: NonNegative = 0.0051, eps: NonNegative = 1e-5):
         super().__init__(encoder, lambd=lambd, eps=eps)
         self.lambd, self.eps = float(lambd), float(eps)
 

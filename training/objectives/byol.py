@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from training.hparams import Count, Unit
 from training.objectives.base import Objective
 from training.objectives.functional import cosine_momentum, ema_update_, frozen_copy
 from training.registry import OBJECTIVES
@@ -42,9 +43,9 @@ class BYOL(Objective):
         self,
         encoder: nn.Module,
         *,
-        pred_hidden: int | None = None,
-        momentum_start: float = 0.99,
-        momentum_end: float = 1.0,
+        pred_hidden: Count | None = None,
+        momentum_start: Unit = 0.99,
+        momentum_end: Unit = 1.0,
     ):
         dim = int(encoder.out_dim)
         hidden = 4 * dim if pred_hidden is None else int(pred_hidden)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from causal.errors import UserError
+from training.hparams import NonNegative, Positive
 from training.objectives.gaussian import kl_gaussians, negative_elbo
-from training.objectives.generative import GenerativeObjective
+from training.objectives.generative import DecoderWidth, GenerativeObjective
 from training.registry import OBJECTIVES
 
 
@@ -32,10 +32,8 @@ class CRVAE(GenerativeObjective):
         decoder_width: first width of the conv decoder (default 256, paper 004).
     """
 
-    def __init__(self, encoder: nn.Module, *, gamma: float = 1e-3, lik_var: float = 0.02, beta: float = 1.0,
-                 decoder_width: int = 256):
-        if not gamma >= 0 or not beta >= 0:
-            raise UserError(f"cr_vae: gamma and beta must be >= 0, got gamma={gamma}, beta={beta}")
+    def __init__(self, encoder: nn.Module, *, gamma: NonNegative = 1e-3, lik_var: Positive = 0.02,
+                 beta: NonNegative = 1.0, decoder_width: DecoderWidth = 256):
         super().__init__(encoder, gamma=gamma, lik_var=lik_var, beta=beta, decoder_width=decoder_width)
         self.gamma, self.lik_var, self.beta = float(gamma), float(lik_var), float(beta)
 

@@ -10,7 +10,7 @@ at its uniform start (``train_channel=False``) this is the SimCLR baseline of th
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -18,6 +18,7 @@ from torch.nn import functional as F
 
 from causal.errors import UserError
 from training.channel import ChannelNet, crop_grid, cut, sample_crops
+from training.hparams import Count, NonNegative, Positive, Range
 from training.objectives.base import Objective
 from training.registry import OBJECTIVES
 
@@ -86,20 +87,12 @@ class CRLTAC(Objective):
 
     view_maker: ClassVar[str] = "learned_crop"
 
-    def __init__(self, encoder: nn.Module, *, beta: float = 0.5, m: int = 8, entropy_weight: float = 0.0025,
-                 train_channel: bool = True, crop: int | None = None, stride: int | None = None, top: int = 8,
-                 channel_bound: str = "exact"):
+    def __init__(self, encoder: nn.Module, *, beta: Positive = 0.5, m: Annotated[int, Range(ge=2)] = 8,
+                 entropy_weight: NonNegative = 0.0025, train_channel: bool = True, crop: Count | None = None,
+                 stride: Count | None = None, top: Count = 8, channel_bound: Literal["jensen", "exact"] = "exact"):
         super().__init__(encoder, beta=beta, m=m, entropy_weight=entropy_weight, train_channel=train_channel,
                          crop=crop, stride=stride, top=top, channel_bound=channel_bound)
-        if channel_bound not in ("jensen", "exact"):
-            raise UserError(f"crl_tac: channel_bound must be jensen or exact, got {channel_bound!r}")
         self.jensen = channel_bound == "jensen"
-        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-            raise UserError(f"crl_tac: beta must be a positive number, got {beta!r}")
-        if not isinstance(m, int) or m < 2:
-            raise UserError(f"crl_tac: m (crops per image) must be a whole number >= 2, got {m!r}")
-        if not (isinstance(entropy_weight, (int, float)) and math.isfinite(entropy_weight) and entropy_weight >= 0):
-            raise UserError(f"crl_tac: entropy_weight must be a number >= 0, got {entropy_weight!r}")
         image_size = getattr(encoder, "image_size", None)
         if not image_size:
             raise UserError("crl_tac needs an image encoder (e.g. --encoder tac_cnn)")

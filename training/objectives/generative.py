@@ -8,7 +8,7 @@ normalised pixel units; grey encoders (channels=1) reconstruct the channel mean.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import nn
@@ -16,6 +16,7 @@ from torch import nn
 from causal.errors import UserError
 from training.decoders import build_decoder
 from training.gen_encoders import to_channels
+from training.hparams import Range
 from training.objectives.base import Objective
 from training.objectives.gaussian import sample_posterior
 
@@ -30,6 +31,9 @@ def feature_dim(encoder: nn.Module) -> int:
     return linears[-1].in_features
 
 
+DecoderWidth = Annotated[int, Range(ge=16)]  # the mirrored decoder's first width (the vae family's hyperparameter)
+
+
 class GenerativeObjective(Objective):
     """Shared parts of vae, beta_vae, cr_vae and simvae (not registered itself)."""
 
@@ -37,15 +41,9 @@ class GenerativeObjective(Objective):
         super().__init__(encoder, **hparams)
         if getattr(encoder, "constraint", "none") != "none":
             raise UserError(f"{type(self).__name__}: the posterior mean must be unconstrained; use --constraint none")
-        lik_var = hparams.get("lik_var", 1.0)
-        if not lik_var > 0:
-            raise UserError(f"lik_var must be > 0, got {lik_var}")
         self.channels = int(getattr(encoder, "channels", 3))
         self.logvar_head = nn.Sequential(nn.ReLU(), nn.Linear(feature_dim(encoder), encoder.out_dim))
-        width = hparams.get("decoder_width", 256)
-        if not (isinstance(width, int) and width >= 16):
-            raise UserError(f"decoder_width must be a whole number >= 16, got {width!r}")
-        self.decoder = build_decoder(encoder, width=width)
+        self.decoder = build_decoder(encoder, width=int(hparams.get("decoder_width", 256)))
 
     def posterior(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, log-variance) of q(z|x), each (B, Z)."""

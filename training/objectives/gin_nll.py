@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from causal.errors import UserError
+from training.hparams import Positive
 from training.objectives.base import Objective
 from training.registry import OBJECTIVES
 
@@ -43,11 +44,9 @@ class GINNLL(Objective):
     n_views = 10
     any_views = True  # a synthetic source's set size decides K
 
-    def __init__(self, encoder: nn.Module, *, eps: float = 1e-8):
+    def __init__(self, encoder: nn.Module, *, eps: Positive = 1e-8):
         if not callable(getattr(encoder, "log_det", None)):
             raise UserError("objective gin_nll needs an invertible encoder with a log-determinant; use --encoder gin")
-        if not eps > 0:
-            raise UserError(f"gin_nll: eps must be > 0, got {eps}")
         super().__init__(encoder, eps=eps)
         self.eps = float(eps)
 

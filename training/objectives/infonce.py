@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from causal.errors import UserError
+from training.hparams import Positive
 from training.objectives.base import Objective
 from training.objectives.functional import global_two_views
 from training.registry import OBJECTIVES
@@ -37,10 +37,8 @@ class InfoNCE(Objective):
     Under DDP the negatives are the whole global batch: the embeddings of all ranks are gathered first.
     """
 
-    def __init__(self, encoder: nn.Module, *, tau: float = 1.0):
+    def __init__(self, encoder: nn.Module, *, tau: Positive = 1.0):
         super().__init__(encoder, tau=tau)
-        if tau <= 0:
-            raise UserError(f"infonce: tau must be > 0, got {tau}")
         self.tau = float(tau)
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -12,12 +12,13 @@ process with the whole batch would):
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from causal.errors import UserError
+from training.hparams import Positive, Unit
 from training.objectives.base import Objective
 from training.objectives.functional import global_two_views, lp_pow, lp_pow_matrix
 from training.registry import OBJECTIVES
@@ -108,24 +109,16 @@ class LpInfoNCE(Objective):
         self,
         encoder: nn.Module,
         *,
-        p: float | None = None,
-        conditional: str = "normal",
-        tau: float = 1.0,
-        negatives: str = "batch",
+        p: Positive | None = None,
+        conditional: Literal["normal", "laplace"] = "normal",
+        tau: Positive = 1.0,
+        negatives: Literal["batch", "rolled"] = "batch",
         symmetric: bool = True,
-        alpha: float = 0.5,
+        alpha: Unit = 0.5,
         simclr_compat: bool = True,
     ):
-        if conditional not in CONDITIONAL_P:
-            raise UserError(f"lp_infonce: conditional must be one of {sorted(CONDITIONAL_P)}, got {conditional!r}")
         if p is None:
             p = CONDITIONAL_P[conditional]
-        if not (p > 0 and math.isfinite(p)):
-            raise UserError(f"lp_infonce: p must be a positive number, got {p}")
-        if negatives not in ("batch", "rolled"):
-            raise UserError(f"lp_infonce: negatives must be 'batch' or 'rolled', got {negatives!r}")
-        if tau <= 0:
-            raise UserError(f"lp_infonce: tau must be > 0, got {tau}")
         super().__init__(
             encoder, p=p, conditional=conditional, tau=tau, negatives=negatives, symmetric=symmetric, alpha=alpha,
             simclr_compat=simclr_compat,

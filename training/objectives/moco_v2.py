@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from causal.errors import UserError
 from training.distributed import gather_no_grad
+from training.hparams import Count, Positive, Unit
 from training.objectives.base import Objective
 from training.objectives.functional import cosine_momentum, ema_update_, frozen_copy
 from training.registry import OBJECTIVES
@@ -46,13 +46,11 @@ class MoCoV2(Objective):
         self,
         encoder: nn.Module,
         *,
-        tau: float = 0.2,
-        queue_size: int = 4096,
-        momentum_start: float = 0.99,
-        momentum_end: float = 0.999,
+        tau: Positive = 0.2,
+        queue_size: Count = 4096,
+        momentum_start: Unit = 0.99,
+        momentum_end: Unit = 0.999,
     ):
-        if tau <= 0 or int(queue_size) < 1:
-            raise UserError(f"moco_v2: need tau > 0 and queue_size >= 1, got {tau}, {queue_size}")
         super().__init__(
             encoder, tau=tau, queue_size=queue_size, momentum_start=momentum_start, momentum_end=momentum_end
         )

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from causal.errors import UserError
+from training.hparams import Positive
 from training.objectives.gaussian import simvae_terms
-from training.objectives.generative import GenerativeObjective
+from training.objectives.generative import DecoderWidth, GenerativeObjective
 from training.registry import OBJECTIVES
 
 
@@ -24,10 +24,8 @@ class SimVAE(GenerativeObjective):
     2 pi). The trainer's view makers make J = 2 views; ``simvae_terms`` takes any J (the paper uses 10).
     """
 
-    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, prior_var: float = 0.15,
-                 decoder_width: int = 256):
-        if not prior_var > 0:
-            raise UserError(f"simvae: prior_var must be > 0, got {prior_var}")
+    def __init__(self, encoder: nn.Module, *, lik_var: Positive = 0.02, prior_var: Positive = 0.15,
+                 decoder_width: DecoderWidth = 256):
         super().__init__(encoder, lik_var=lik_var, prior_var=prior_var, decoder_width=decoder_width)
         self.lik_var, self.prior_var = float(lik_var), float(prior_var)
 

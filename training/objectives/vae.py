@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from causal.errors import UserError
+from training.hparams import NonNegative, Positive
 from training.objectives.gaussian import gaussian_nll, kl_standard_normal
-from training.objectives.generative import GenerativeObjective
+from training.objectives.generative import DecoderWidth, GenerativeObjective
 from training.registry import OBJECTIVES
 
 
@@ -23,9 +23,8 @@ class VAE(GenerativeObjective):
     Needs an encoder that records its image size (mlp_vae, resnet_vae); the encoder's output is the posterior mean.
     """
 
-    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, beta: float = 1.0, decoder_width: int = 256):
-        if not beta >= 0:
-            raise UserError(f"{type(self).registry_name}: beta must be >= 0, got {beta}")
+    def __init__(self, encoder: nn.Module, *, lik_var: Positive = 0.02, beta: NonNegative = 1.0,
+                 decoder_width: DecoderWidth = 256):
         super().__init__(encoder, lik_var=lik_var, beta=beta, decoder_width=decoder_width)
         self.lik_var, self.beta = float(lik_var), float(beta)
 
@@ -49,5 +48,6 @@ class BetaVAE(VAE):
     Hyperparameters: lik_var (default 0.02, paper 004), beta (default 4.0), decoder_width (default 256).
     """
 
-    def __init__(self, encoder: nn.Module, *, lik_var: float = 0.02, beta: float = 4.0, decoder_width: int = 256):
+    def __init__(self, encoder: nn.Module, *, lik_var: Positive = 0.02, beta: NonNegative = 4.0,
+                 decoder_width: DecoderWidth = 256):
         super().__init__(encoder, lik_var=lik_var, beta=beta, decoder_width=decoder_width)

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from training.hparams import NonNegative, Positive
 from training.objectives.base import Objective
 from training.objectives.functional import global_two_views, off_diagonal
 from training.registry import OBJECTIVES
@@ -49,10 +50,10 @@ class VICReg(Objective):
         self,
         encoder: nn.Module,
         *,
-        sim_coeff: float = 25.0,
-        std_coeff: float = 25.0,
-        cov_coeff: float = 1.0,
-        eps: float = 1e-4,
+        sim_coeff: NonNegative = 25.0,
+        std_coeff: NonNegative = 25.0,
+        cov_coeff: NonNegative = 1.0,
+        eps: Positive = 1e-4,
     ):
         super().__init__(encoder, sim_coeff=sim_coeff, std_coeff=std_coeff, cov_coeff=cov_coeff, eps=eps)
         self.sim_coeff, self.std_coeff, self.cov_coeff = float(sim_coeff), float(std_coeff), float(cov_coeff)
