@@ -2,8 +2,8 @@
 
 Per image, in one process with every core for Cycles (Causal3DIdent, ``fast`` preset, each resolution):
   pose (latents -> scene values), scene update (bpy properties, depsgraph), sync (Cycles' scene export: engine
-  start, shaders, lights, film, kernels), BVH, path tracing, denoising, save (Blender writes the PNG),
-  read-back (decode it), store write (zstd + Zarr, per image of a chunk) and Dask (a warm one-worker cluster's
+  start, shaders, lights, film, kernels), BVH, path tracing, denoising, save + read-back (Blender writes the PNG
+  frame, we decode it), store write (zstd + Zarr, per image of a chunk) and Dask (a warm one-worker cluster's
   time per image above the in-process render + write; a one-worker render now runs in-process and skips it).
 Cycles' stages are timed by its own status callbacks (``bpy.app.handlers.render_stats``); denoising is the
 difference to the same images rendered with the denoiser off (its status arrives with the last sample).
@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-STAGES = ("pose", "scene update", "sync", "BVH", "path tracing", "denoising", "save", "read-back", "store write",
-          "Dask")
+STAGES = ("pose", "scene update", "sync", "BVH", "path tracing", "denoising", "save + read-back", "store write", "Dask")
 
 
 def _label(text: str, current: str) -> str:
@@ -40,7 +39,7 @@ def _label(text: str, current: str) -> str:
     if "Building BVH" in text:
         return "BVH"
     if "Finished" in text or text.startswith("Time:") or "Saving" in text:
-        return "save"
+        return "save + read-back"
     return "sync" if current in ("scene update", "sync", "BVH") else current
 
 
@@ -55,7 +54,7 @@ class Recorder:
         bpy.app.handlers.frame_change_pre.insert(0, self._frame)  # before the renderer's own handler poses it
         bpy.app.handlers.frame_change_post.append(self._posed)
 
-    def _stat(self, text: str) -> None:
+    def _stat(self, text: str, *_: object) -> None:
         self.events.append((time.perf_counter(), text.split("|")[-1].strip()))
 
     def _frame(self, *_: object) -> None:
@@ -118,7 +117,7 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
                 split[k] += v
             split["pose"] += t1 - t0
             split["scene update"] += t2 - t1
-            split["read-back"] += t4 - t3
+            split["save + read-back"] += t4 - t3
         scene.render.use_persistent_data = True
         return np.stack(imgs), split
 
@@ -145,7 +144,7 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
                     tracing = split["path tracing"]
             split["path tracing"] = tracing
             split["denoising"] = max(0.0, total - plain)
-            split["save"] += max(0.0, total - sum(split.values()))  # the rest of the operator: output handling
+            split["save + read-back"] += max(0.0, total - sum(split.values()))  # the rest: output handling
             if best is None or total < best["total"]:
                 best = {**split, "total": total}
         out[name] = {k: 1000 * v / n for k, v in best.items()}
