@@ -1,12 +1,13 @@
 """``ident3d compare``: paper 000's grid of view makers x seeds: render the train/test stores, train
 and evaluate every cell (resumable; in parallel on a Dask cluster when given one), and write one
 table in the paper's layout (mean +- std over seeds) as markdown, CSV, a heatmap and a
-side-by-side with the paper's numbers."""
+side-by-side with the paper's numbers. Each cell is kept with the settings that made it (``pipelines.cells``)."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import re
 from dataclasses import fields
@@ -16,11 +17,16 @@ from typing import Any
 import numpy as np
 
 from causal.errors import UserError
+from pipelines.cells import canonical, claim_cell, run_settings
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
 TOP_KEYS = {"name", "scene", "stores", "train", "seeds", "evaluate", "rows", "da_style"}
+ROW_KEYS = {"name", "views", "paper", "train"}
+STORE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds"}
+EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store rows to fit and score the probes on
+MIN_EVAL_ROWS = 10
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -29,10 +35,18 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 def check_config(cfg: Any, where: str) -> dict[str, Any]:
+    """Validate the whole config before anything renders or trains: every section's keys and types, the stores,
+    each row (views, train overrides) and the evaluation; one line naming the file and the key."""
     from training.views import Normalize, make_view_maker
 
     if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"stores", "train", "rows"} <= set(cfg):
         raise UserError(f"config {where}: needs stores, train and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
+    for key in ("name", "scene"):
+        if key in cfg and (not isinstance(cfg[key], str) or not cfg[key].strip()):
+            raise UserError(f"config {where}: {key} must be text, got {cfg[key]!r}")
+    check_stores(cfg, where)
+    eval_settings(cfg, f"config {where}")
+    check_rows(cfg, where)
     stored = {v.split(":")[0] for v in str(cfg["stores"]["train"].get("views", "")).split(",") if v}
     for row in cfg["rows"]:
         views = str(row.get("views", ""))
@@ -52,15 +66,61 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
 
 
 def check_stores(cfg: dict[str, Any], where: str) -> None:
-    """Each store spec has a positive n, resolution and samples (checked before anything renders)."""
+    """Each store spec has a positive n, resolution and samples and only known keys (checked before anything
+    renders; ``plan_stores`` then checks them with the renderer)."""
     for key in ("train", "test"):
         spec = cfg["stores"].get(key) if isinstance(cfg["stores"], dict) else None
         if not isinstance(spec, dict):
             raise UserError(f"config {where}: stores.{key} is missing; give n, resolution and samples")
+        if unknown := sorted(set(spec) - STORE_KEYS):
+            raise UserError(f"config {where}: stores.{key} has no setting {unknown[0]!r}; allowed: "
+                            f"{', '.join(sorted(STORE_KEYS))}")
         for field_ in ("n", "resolution", "samples"):
             value = spec.get(field_)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UserError(f"config {where}: stores.{key}.{field_} must be a whole number >= 1, got {value!r}")
+        seed = spec.get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise UserError(f"config {where}: stores.{key}.seed must be a whole number >= 0, got {seed!r}")
+        for field_ in ("preset", "views", "view_seeds"):
+            if field_ in spec and spec[field_] is not None and not isinstance(spec[field_], str):
+                raise UserError(f"config {where}: stores.{key}.{field_} must be text, got {spec[field_]!r}")
+
+
+def check_rows(cfg: dict[str, Any], where: str) -> None:
+    """rows: a non-empty list of {name, views, paper, train} with unique names, views text and paper numbers."""
+    rows = cfg["rows"]
+    if not isinstance(rows, list) or not rows:
+        raise UserError(f"config {where}: rows must be a non-empty list of {{name, views, paper}}")
+    names = set()
+    for i, row in enumerate(rows):
+        head = f"config {where}: rows[{i}]"
+        if not isinstance(row, dict) or set(row) - ROW_KEYS or not {"name", "views"} <= set(row):
+            raise UserError(f"{head}: needs name and views (allowed keys: {', '.join(sorted(ROW_KEYS))})")
+        if not isinstance(row["name"], str) or not row["name"].strip() or row["name"] in names:
+            raise UserError(f"{head}.name must be text used once, got {row['name']!r}")
+        names.add(row["name"])
+        if not isinstance(row["views"], str):
+            raise UserError(f"{head} ({row['name']}): views must be text, e.g. colour, got {row['views']!r}")
+        paper = row.get("paper")
+        if paper is not None and (not isinstance(paper, list) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) for v in paper)):
+            raise UserError(f"{head} ({row['name']}): paper must be a list of numbers (paper 000's row), got {paper!r}")
+
+
+def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
+    """The config's evaluation settings with defaults filled in, checked (``head`` starts an error's line)."""
+    ev = cfg.get("evaluate") or {}
+    if not isinstance(ev, dict) or set(ev) - set(EVAL_DEFAULTS):
+        raise UserError(f"{head}: evaluate takes {', '.join(sorted(EVAL_DEFAULTS))}, got {ev!r}")
+    out = {**EVAL_DEFAULTS, **ev}
+    for key in ("fit", "score"):
+        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < MIN_EVAL_ROWS:
+            raise UserError(f"{head}: evaluate.{key} must be a whole number >= {MIN_EVAL_ROWS} (test-store rows), "
+                            f"got {out[key]!r}")
+    if not isinstance(out["kernel"], bool):
+        raise UserError(f"{head}: evaluate.kernel must be true or false, got {out['kernel']!r}")
+    return out
 
 
 def row_train(cfg: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
@@ -126,23 +186,65 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def render_store(spec: dict[str, Any], scene: str, out: Path, workers: int | None, scheduler: str | None) -> None:
+def store_args(spec: dict[str, Any], scene: str) -> dict[str, Any]:
+    """The render API's arguments for one of the config's stores."""
+    return {"scene": scene, "n": spec["n"], "seed": spec.get("seed", 0), "preset": spec.get("preset", "fast"),
+            "settings": {"resolution": spec["resolution"], "samples": spec["samples"]},
+            "views": spec.get("views") or None, "view_seeds": spec.get("view_seeds", "independent")}
+
+
+def plan_stores(cfg: dict[str, Any], stores: dict[str, Path]) -> dict[str, str]:
+    """Check both stores with the renderer before either renders (nothing is written); returns each store's
+    fingerprint digest (what a cell's key records of its data)."""
+    from render import plan_render
+    from render.store import FINGERPRINT_KEYS
+
+    digests = {}
+    for key, path in stores.items():
+        try:
+            plan = plan_render(path, **store_args(cfg["stores"][key], cfg.get("scene", "causal3dident")))
+        except UserError as exc:
+            raise UserError(f"stores.{key}: {exc}") from None
+        fingerprint = {k: plan.attrs.get(k) for k in FINGERPRINT_KEYS}
+        digests[key] = hashlib.sha256(canonical(fingerprint).encode()).hexdigest()
+    return digests
+
+
+def render_store(spec: dict[str, Any], scene: str, out: Path, workers: int | None, scheduler: str | None,
+                 progress: bool = False) -> None:
     """Render (or resume) one of the config's stores through the render API."""
     from render import render_store as render
 
-    report = render(out, scene=scene, n=spec["n"], seed=spec.get("seed", 0), preset=spec.get("preset", "fast"),
-                    settings={"resolution": spec["resolution"], "samples": spec["samples"]},
-                    views=spec.get("views") or None, view_seeds=spec.get("view_seeds", "independent"),
-                    workers=workers, scheduler=scheduler, progress=False)
+    if progress:
+        print(f"rendering {out}: {spec['n']} images at {spec['resolution']} px", flush=True)
+    report = render(out, **store_args(spec, scene), workers=workers, scheduler=scheduler, progress=progress)
     if not report.ok:
         raise UserError(f"rendering {out} failed for chunks {sorted(report.failed)}; re-run to retry them")
 
 
-def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
-             evaluate: dict[str, Any], da_style: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists."""
-    from pipelines.evaluate import evaluate_run
+def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store: str = "-") -> Any:
+    """The TrainConfig of one (view maker, seed) cell."""
     from training.trainer import TrainConfig
+
+    train = row_train(cfg, row)
+    args = {k: v for k, v in train.items() if k != "hp"}
+    return TrainConfig(data=train_store, views=row["views"], seed=seed, objective_args=dict(train.get("hp") or {}),
+                       **args)
+
+
+def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, stores: dict[str, str]) -> dict[str, Any]:
+    """Everything that shapes a cell's report, resolved (``pipelines.cells``): its trainer config, the stores'
+    fingerprints (not their paths: a moved output keeps its cells), the evaluation and the DA style map."""
+    return {"train": run_settings(cell_config(cfg, row, seed), drop=("data", "normalize")), "stores": stores,
+            "evaluate": eval_settings(cfg), "da_style": cfg.get("da_style")}
+
+
+def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
+             evaluate: dict[str, Any], da_style: dict[str, Any] | None = None,
+             progress: bool = False) -> dict[str, Any]:
+    """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists (the caller has
+    claimed the folder for the cell's settings first, ``pipelines.cells.claim_cell``)."""
+    from pipelines.evaluate import evaluate_run
     from training.trainer import train as fit
 
     cell = Path(cell_dir)
@@ -150,12 +252,11 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     if report_path.exists():
         return json.loads(report_path.read_text())
     cell.mkdir(parents=True, exist_ok=True)
-    hp = dict(train.get("hp") or {})
-    args = {k: v for k, v in train.items() if k != "hp"}
-    cfg = TrainConfig(data=train_store, views=views, seed=seed, objective_args=hp, **args)
-    fit(cfg, cell, resume=(cell / "checkpoint.pt").exists(), progress=False)
-    rep = evaluate_run(str(cell), test_store, evaluate.get("fit", 10240), evaluate.get("score", 20480),
-                       kernel=evaluate.get("kernel", True), da_style=da_style)
+    cfg = cell_config({"train": train}, {"views": views}, seed, train_store)
+    fit(cfg, cell, resume=(cell / "checkpoint.pt").exists(), progress=progress,
+        say=(lambda text: print(text, flush=True)) if progress else None)
+    ev = {**EVAL_DEFAULTS, **evaluate}
+    rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style)
     report_path.write_text(json.dumps(rep, indent=2, default=str) + "\n")
     return rep
 
@@ -312,17 +413,24 @@ def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
 
 
 def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
-                layer: str = "output") -> dict[str, Any]:
-    """The whole grid; returns {"table", "markdown", "files"}."""
+                layer: str = "output", progress: bool = False) -> dict[str, Any]:
+    """The whole grid; returns {"table", "markdown", "files"}. ``progress``: say what renders and trains, with
+    the render and training progress bars and the training run-time estimate."""
     check_output_dir(out)
+    where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
+    stores = {k: where / "stores" / f"{k}.zarr" for k in ("train", "test")}
+    digests = plan_stores(cfg, stores)
     out.mkdir(parents=True, exist_ok=True)
     scene = cfg.get("scene", "causal3dident")
-    stores = {k: out / "stores" / f"{k}.zarr" for k in ("train", "test")}
     for key, path in stores.items():
-        render_store(cfg["stores"][key], scene, path, None, scheduler)
+        render_store(cfg["stores"][key], scene, path, None, scheduler, progress)
     _check_da_style_names(cfg, str(stores["test"]))
-    cells = [(row["name"], s, str(out / "cells" / _slug(row["name"]) / f"seed{s}"), row["views"], row_train(cfg, row))
-             for row in cfg["rows"] for s in cfg.get("seeds", [0])]
+    cells = []
+    for row in cfg["rows"]:
+        for s in cfg.get("seeds", [0]):
+            cell = where / "cells" / _slug(row["name"]) / f"seed{s}"
+            claim_cell(cell, cell_settings(cfg, row, s, digests))
+            cells.append((row["name"], s, str(cell), row["views"], row_train(cfg, row)))
     args = (str(stores["train"]), str(stores["test"]))
     reports: dict[tuple[str, int], dict[str, Any]] = {}
     if scheduler or workers > 1:
@@ -334,17 +442,17 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
             from render.driver import dashboard_link
 
             print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
-            futs = {client.submit(run_cell, *args, d, v, s, t, cfg.get("evaluate", {}), cfg.get("da_style"),
+            futs = {client.submit(run_cell, *args, d, v, s, t, cfg.get("evaluate") or {}, cfg.get("da_style"),
                                   pure=False): (n, s) for n, s, d, v, t in cells}
             for fut, key in futs.items():
                 reports[key] = fut.result()
         if cluster is not None:
             cluster.close()
     else:
-        from tqdm import tqdm
-
-        for n, s, d, v, t in tqdm(cells, desc="compare", unit="cell"):
-            reports[(n, s)] = run_cell(*args, d, v, s, t, cfg.get("evaluate", {}), cfg.get("da_style"))
+        for i, (n, s, d, v, t) in enumerate(cells):
+            if progress:
+                print(f"cell {i + 1}/{len(cells)}: {n}, seed {s}", flush=True)
+            reports[(n, s)] = run_cell(*args, d, v, s, t, cfg.get("evaluate") or {}, cfg.get("da_style"), progress)
     table = aggregate(cfg, reports, layer)
     counts = seed_counts(cfg, reports)
     md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts)
@@ -373,6 +481,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=1, help="cells trained in parallel on a local cluster")
     p.add_argument("--scheduler", metavar="ADDR", help="run cells (and rendering) on an existing Dask cluster")
     p.add_argument("--layer", choices=("output", "inner"), default="output", help="representation to tabulate")
+    p.add_argument("--no-progress", action="store_true", help="no render/training progress bars or per-cell lines")
     p.set_defaults(run=run)
 
 
@@ -381,7 +490,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--workers must be positive")
     cfg = load_config(args.config)
     check_output_dir(args.out)
-    result = run_compare(cfg, Path(args.out), args.workers, args.scheduler, args.layer)
+    result = run_compare(cfg, Path(args.out), args.workers, args.scheduler, args.layer, progress=not args.no_progress)
     print(result["markdown"])
     print("files: " + ", ".join(result["files"].values()))
     return 0

@@ -35,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "resumes and skips finished parts.",
         epilog="example: ident3d demo --out runs/demo")
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
+    p.add_argument("--no-progress", action="store_true", help="no render/training progress bars")
     p.set_defaults(run=run)
 
 
@@ -45,7 +46,11 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cfg = check_config(DEMO_CONFIG, "demo")
     check_output_dir(args.out)
-    result = run_compare(cfg, Path(args.out))
+    stores, train = cfg["stores"], cfg["train"]
+    print(f"ident3d demo: render {stores['train']['n']} + {stores['test']['n']} Causal3DIdent images, train "
+          f"{len(cfg['rows'])} models ({train['steps']} steps each), evaluate both -> {args.out}/ (a few minutes on "
+          "2 CPU cores; a re-run skips what is done)", flush=True)
+    result = run_compare(cfg, Path(args.out), progress=not args.no_progress)
     print(result["markdown"])
     print(f"\nLT pairs that change the hues should discard them (style, low R^2) and keep positions; colour "
           f"distortion should discard hues too. Done in {time.perf_counter() - t0:.0f} s.")

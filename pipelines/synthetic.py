@@ -1,6 +1,7 @@
 """``ident3d synthetic``: the numerical identifiability experiments of papers 000, 001 and 003 as configs: every
-(row, seed) cell is one trainer run on a synthetic source, scored on held-out draws; cells resume; the table
-(mean +- std over seeds, next to what the paper predicts) is written as markdown, CSV and JSON with figures."""
+(row, seed) cell is one trainer run on a synthetic source, scored on held-out draws; cells are keyed by their
+settings (``pipelines.cells``) and resume after a kill or Ctrl-C; the table (mean +- std over seeds, next to what the
+paper predicts) is written as markdown, CSV and JSON with figures."""
 
 from __future__ import annotations
 
@@ -16,12 +17,17 @@ from typing import Any
 import numpy as np
 
 from causal.errors import UserError
+from pipelines.cells import claim_cell, matches, run_settings
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 TOP_KEYS = {"name", "description", "paper", "train", "evaluate", "seeds", "rows"}
 ROW_KEYS = {"name", "source", "hp", "train", "expect", "note"}
-EVAL_KEYS = {"n_fit", "n_score", "kernel"}
+EVAL_DEFAULTS = {"n_fit": 10000, "n_score": 10000, "kernel": False}  # held-out draws to fit and score on
+MIN_EVAL_ROWS = 10  # fewer draws cannot be cross-validated (kernel ridge) or scored
 EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
+MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
+MARKER = "synthetic.json"  # in --out: which experiment the folder holds
+OUTPUTS = {"cells", "figures", "table.md", "table.csv", "table.json", MARKER}  # what a synthetic output holds
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -30,33 +36,69 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 def check_config(cfg: Any, where: str) -> dict[str, Any]:
-    """Validate keys, seeds, evaluation settings and every row's trainer config."""
+    """Validate the whole config before any work: keys and types of every section, seeds, evaluation settings,
+    expectations, and every row's trainer config (source, encoder, objective and their values built once).
+    Each problem is one line naming the file and the key."""
+    head = f"config {where}"
     if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"name", "rows"} <= set(cfg):
-        raise UserError(f"config {where}: needs name and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
+        raise UserError(f"{head}: needs name and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
+    for key in ("name", "description", "paper"):
+        value = cfg.get(key, "-")
+        if not isinstance(value, str | int) or isinstance(value, bool) or not str(value).strip():
+            raise UserError(f"{head}: {key} must be text, got {value!r}")
     if not isinstance(cfg["rows"], list) or not cfg["rows"]:
-        raise UserError(f"config {where}: rows must be a non-empty list of {{name, source, hp, ...}}")
+        raise UserError(f"{head}: rows must be a non-empty list of {{name, source, hp, ...}}")
     seeds = cfg.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise UserError(f"config {where}: seeds must be a list of whole numbers >= 0, got {seeds!r}")
-    ev = cfg.get("evaluate") or {}
-    if not isinstance(ev, dict) or set(ev) - EVAL_KEYS:
-        raise UserError(f"config {where}: evaluate takes {', '.join(sorted(EVAL_KEYS))}")
+    if not isinstance(seeds, list) or not seeds or not all(_whole(s) and s >= 0 for s in seeds):
+        raise UserError(f"{head}: seeds must be a list of whole numbers >= 0, got {seeds!r}")
+    if not isinstance(cfg.get("train") or {}, dict):
+        raise UserError(f"{head}: train must be a mapping of training settings (objective, encoder, steps, ...)")
+    eval_settings(cfg, head)
     names = set()
     for i, row in enumerate(cfg["rows"]):
-        head = f"config {where}: row {i + 1}"
+        where_row = f"{head}: rows[{i}]"
         if not isinstance(row, dict) or set(row) - ROW_KEYS or not {"name", "source"} <= set(row):
-            raise UserError(f"{head}: needs name and source (allowed keys: {', '.join(sorted(ROW_KEYS))})")
+            raise UserError(f"{where_row}: needs name and source (allowed keys: {', '.join(sorted(ROW_KEYS))})")
+        if not isinstance(row["name"], str) or not row["name"].strip():
+            raise UserError(f"{where_row}.name must be text, got {row['name']!r}")
         if row["name"] in names:
-            raise UserError(f"{head}: the name {row['name']!r} is used twice")
+            raise UserError(f"{where_row}: the name {row['name']!r} is used twice")
         names.add(row["name"])
+        where_row += f" ({row['name']})"
+        for key in ("source", "hp", "train", "expect"):
+            if key in row and not isinstance(row[key] if key == "source" else row[key] or {}, dict):
+                raise UserError(f"{where_row}: {key} must be a mapping, got {row[key]!r}")
+        if not isinstance(row.get("note", ""), str):
+            raise UserError(f"{where_row}: note must be text, got {row['note']!r}")
         for metric, rule in (row.get("expect") or {}).items():
-            if not isinstance(rule, dict) or set(rule) - set(EXPECT_OPS) or not rule:
-                raise UserError(f"{head}: expect.{metric} must be {{min: X}} or {{max: X}}, got {rule!r}")
+            if not isinstance(rule, dict) or set(rule) - set(EXPECT_OPS) or not rule or not all(
+                    isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) for t in rule.values()):
+                raise UserError(f"{where_row}: expect.{metric} must be {{min: X}} or {{max: X}} with a number X, "
+                                f"got {rule!r}")
         try:
             check_cell(train_config(cfg, row, seed=0, steps=None, device="cpu"))
         except UserError as exc:
-            raise UserError(f"{head} ({row['name']}): {exc}") from None
+            raise UserError(f"{where_row}: {exc}") from None
     return cfg
+
+
+def _whole(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
+    """The config's evaluation settings with defaults filled in, checked (``head`` starts an error's line)."""
+    ev = cfg.get("evaluate") or {}
+    if not isinstance(ev, dict) or set(ev) - set(EVAL_DEFAULTS):
+        raise UserError(f"{head}: evaluate takes {', '.join(sorted(EVAL_DEFAULTS))}, got {ev!r}")
+    out = {**EVAL_DEFAULTS, **ev}
+    for key in ("n_fit", "n_score"):
+        if not _whole(out[key]) or out[key] < MIN_EVAL_ROWS:
+            raise UserError(f"{head}: evaluate.{key} must be a whole number >= {MIN_EVAL_ROWS} (held-out draws), "
+                            f"got {out[key]!r}")
+    if not isinstance(out["kernel"], bool):
+        raise UserError(f"{head}: evaluate.kernel must be true or false, got {out['kernel']!r}")
+    return out
 
 
 def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None, device: str) -> Any:
@@ -80,7 +122,7 @@ def check_cell(tc: Any) -> None:
     from training.components import check_numbers
     from training.synthetic.run import build_synthetic_run
 
-    check_numbers(tc)
+    check_numbers(tc, flag=lambda key: f"train.{key}")
     small = replace(tc, batch_size=2, device="cpu")
     build_synthetic_run(small, device="cpu")
 
@@ -90,31 +132,68 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
+def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None) -> dict[str, Any]:
+    """Everything that shapes a cell's scores, resolved (``pipelines.cells``): its trainer config and evaluation."""
+    return {"train": run_settings(train_config(cfg, row, seed, steps, "cpu")), "evaluate": eval_settings(cfg)}
+
+
 def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, steps: int | None,
-             device: str) -> dict[str, Any]:
-    """Train (or resume) one cell and score it; the scores are saved as scores.json, which marks it done. A cell
-    whose loss diverges is reported as {"diverged": why} (not saved: a re-run with other settings retries it)
-    and the other cells go on."""
+             device: str, progress: bool = False) -> dict[str, Any]:
+    """Train (or resume) one cell and score it; the scores are saved as scores.json, which marks it done. The
+    folder is the cell's only for its settings (``pipelines.cells.claim_cell``: one made with others is moved
+    aside). A cell whose loss diverges is reported as {"diverged": why} (not saved: a re-run retries it) and the
+    other cells go on; Ctrl-C checkpoints the step it stopped at (``training.trainer.TrainingInterrupted``)."""
     from evaluation.synthetic import evaluate_synthetic
     from training.trainer import TrainingDiverged, train
 
+    tc = train_config(cfg, row, seed, steps, device)
+    claim_cell(cell, cell_settings(cfg, row, seed, steps))
     done = cell / "scores.json"
     if done.exists():
         return json.loads(done.read_text())
-    tc = train_config(cfg, row, seed, steps, device)
+    tc.checkpoint_every = min(tc.checkpoint_every, max(1, tc.steps // MIN_CHECKPOINTS))
     resume = (cell / "checkpoint.pt").exists()
     try:
-        last = train(tc, cell, resume=resume, progress=False)
+        train(tc, cell, resume=resume, progress=progress, say=(lambda text: print(text, flush=True)) if progress
+              else None)
     except TrainingDiverged as exc:
         return {"diverged": str(exc).split(";")[0]}
-    ev = cfg.get("evaluate") or {}
-    scores = evaluate_synthetic(cell, n_fit=ev.get("n_fit", 10000), n_score=ev.get("n_score", 10000),
-                                kernel=bool(ev.get("kernel", False)), device=device)
+    ev = eval_settings(cfg)
+    scores = evaluate_synthetic(cell, n_fit=ev["n_fit"], n_score=ev["n_score"], kernel=ev["kernel"], device=device)
     rows = [json.loads(line) for line in (cell / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")
-    scores["final_loss"] = float(last.get("loss", float("nan")))
+    scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")  # all runs of the cell
+    scores["final_loss"] = float(rows[-1].get("loss", float("nan"))) if rows else float("nan")
     write_atomic(done, lambda p: p.write_text(json.dumps(scores, indent=1) + "\n"))
     return scores
+
+
+def check_out(out: Path, name: str) -> None:
+    """``out`` is new, empty, or the output of the experiment ``name`` (its marker, or, from before markers, only
+    what a synthetic output holds); anything else (a training run, another experiment) is refused, untouched."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    held = _experiment(out)
+    if held == name:
+        return
+    if held is not None:
+        raise UserError(f"{out} holds the synthetic experiment {held!r}, not {name!r}; choose another --out")
+    entries = sorted(p.name for p in out.iterdir())
+    if (out / MARKER).exists() or not set(entries) <= OUTPUTS:
+        raise UserError(f"{out} is not empty and not an ident3d synthetic output (it holds "
+                        f"{', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}); choose a new or empty "
+                        "folder for --out")
+
+
+def _experiment(out: Path) -> str | None:
+    """The name of the experiment ``out`` holds: from its marker, or the table of an output made before markers."""
+    for path in (out / MARKER, out / "table.json"):
+        try:
+            name = json.loads(path.read_text()).get("name")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(name, str):
+            return name
+    return None
 
 
 def table_metrics(results: dict[tuple[str, int], dict[str, float]]) -> list[str]:
@@ -241,7 +320,8 @@ def spectrum_figure(cell: Path, path: Path, title: str, n: int = 5000) -> None:
 def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,
                   device: str = "auto", rows: list[str] | None = None, progress: bool = True,
                   figures: bool = True) -> dict[str, Any]:
-    """Run (or resume) every (row, seed) cell of ``cfg`` under ``out`` and write the table and figures there."""
+    """Run (or resume) every (row, seed) cell of ``cfg`` under ``out`` and write the table and figures there.
+    Ctrl-C stops with a KeyboardInterrupt whose message says where it stopped and how to resume."""
     from training.trainer import pick_device
 
     device = pick_device(device).type
@@ -251,19 +331,21 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     if rows and len(wanted) != len(rows):
         raise UserError(f"--rows: no row named {sorted(set(rows) - {r['name'] for r in wanted})[0]!r}; "
                         f"rows: {', '.join(slug(r['name']) for r in cfg['rows'])}")
+    check_out(out, cfg["name"])
     out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / MARKER, lambda p: p.write_text(json.dumps({"name": cfg["name"]}) + "\n"))
     cells = [(row, s) for row in wanted for s in cfg.get("seeds", [0])]
-    from tqdm import tqdm
-
     results: dict[tuple[str, int], dict[str, float]] = {}
-    for row, s in tqdm(cells, desc="synthetic", unit="cell", disable=not progress):
-        results[(row["name"], s)] = run_cell(cfg, row, s, out / "cells" / slug(row["name"]) / f"seed_{s}", steps,
-                                             device)
-    for row in cfg["rows"]:  # cells finished earlier (other --rows runs) join the table
+    for i, (row, s) in enumerate(cells):
+        if progress:
+            print(f"cell {i + 1}/{len(cells)}: {row['name']}, seed {s}", flush=True)
+        results[(row["name"], s)] = _run_or_say_where(cfg, row, s, out, steps, device, progress, i, len(cells))
+    for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
         for s in cfg.get("seeds", [0]):
-            done = out / "cells" / slug(row["name"]) / f"seed_{s}" / "scores.json"
-            if (row["name"], s) not in results and done.exists():
-                results[(row["name"], s)] = json.loads(done.read_text())
+            cell = out / "cells" / slug(row["name"]) / f"seed_{s}"
+            if ((row["name"], s) not in results and (cell / "scores.json").exists()
+                    and matches(cell, cell_settings(cfg, row, s, steps))):
+                results[(row["name"], s)] = json.loads((cell / "scores.json").read_text())
     table = aggregate(cfg, results)
     table["seeds"] = cfg.get("seeds", [0])
     write_atomic(out / "table.json", lambda p: p.write_text(json.dumps(table, indent=1) + "\n"))
@@ -281,12 +363,30 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     return table
 
 
+def _run_or_say_where(cfg: dict[str, Any], row: dict[str, Any], seed: int, out: Path, steps: int | None, device: str,
+                      progress: bool, i: int, n: int) -> dict[str, Any]:
+    """``run_cell`` for cell i of n; Ctrl-C becomes a KeyboardInterrupt that says where it stopped and how to go on."""
+    from training.trainer import TrainingInterrupted
+
+    where = f"cell {row['name']!r} seed {seed}"
+    resume = f"{i} of {n} cells done; re-run the same command to resume"
+    try:
+        return run_cell(cfg, row, seed, out / "cells" / slug(row["name"]) / f"seed_{seed}", steps, device, progress)
+    except TrainingInterrupted as stop:
+        kept = f"its checkpoint of step {stop.checkpoint} is kept" if stop.checkpoint else "no checkpoint yet"
+        raise KeyboardInterrupt(f"interrupted in {where} at step {stop.step}; {kept}; {resume}") from None
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted while scoring {where} (its training is kept); {resume}") from None
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "synthetic", help="run a synthetic identifiability experiment (papers 000/001/003) from a config",
         description="Train and score every (row, seed) cell of a synthetic experiment: latents with known ground "
                     "truth, mixed by a random invertible map, learned back by a self-supervised objective. "
-                    "Cells resume where they stopped; the table (markdown, CSV, JSON) and figures go to --out.",
+                    "Each cell is kept with the settings that made it: a re-run reuses finished cells, resumes "
+                    "interrupted ones (after a kill or Ctrl-C) and runs a cell again (the old one moved aside) when "
+                    "a setting changed. The table (markdown, CSV, JSON) and figures go to --out.",
         epilog="Examples: ident3d synthetic --config configs/synthetic/paper001.yaml --seeds 0 1 2\n"
                "          ident3d synthetic --config configs/synthetic/paper000.yaml --steps 500 --device cuda",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -298,6 +398,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                              "if already done")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="training device")
     p.add_argument("--no-figures", action="store_true", help="skip the scatter figures")
+    p.add_argument("--no-progress", action="store_true", help="no per-cell lines and training progress bars")
     p.set_defaults(run=run)
 
 
@@ -309,7 +410,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--seeds must be whole numbers >= 0, got {args.seeds}")
     out = check_output_dir(args.out or Path("runs") / "synthetic" / slug(cfg["name"]))
     table = run_synthetic(cfg, out, seeds=args.seeds, steps=args.steps, device=args.device, rows=args.rows,
-                          figures=not args.no_figures)
+                          figures=not args.no_figures, progress=not args.no_progress)
     print(markdown(table, table["seeds"]), end="")
-    print(f"table: {out / 'table.md'} (and .csv, .json); figures: {out / 'figures'}")
+    print(f"table: {out / 'table.md'} (and .csv, .json)" + ("" if args.no_figures else
+                                                            f"; figures: {out / 'figures'}"))
     return 0

@@ -48,18 +48,21 @@ def test_paper000_learns_content_not_style(tmp_path):
 
 
 def test_cells_resume_and_finished_cells_are_kept(tmp_path):
+    """A cell trained but not scored is scored from its checkpoint, not trained again; a finished cell is reused.
+    (Kills, Ctrl-C and changed settings: tests/test_synthetic_cells.py.)"""
     cfg = small("paper001", 0, batch_size=64)
     out = tmp_path / "run"
     cell = out / "cells" / slug(cfg["rows"][0]["name"]) / "seed_0"
     cfg["train"]["checkpoint_every"] = 5
-    run_synthetic(cfg, out, seeds=[0], steps=5, progress=False, figures=False)
-    (cell / "scores.json").unlink()  # as if stopped after the checkpoint, before scoring
     table = run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=True)
-    log = [json.loads(line)["step"] for line in (cell / "metrics.jsonl").read_text().splitlines()]
-    assert log == [5, 10]  # continued from step 5, not restarted
     first = (cell / "scores.json").read_text()
+    (cell / "scores.json").unlink()  # as if stopped after the last checkpoint, before scoring
     again = run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=False)
+    log = [json.loads(line)["step"] for line in (cell / "metrics.jsonl").read_text().splitlines()]
+    assert log == [10]  # not trained again
     assert (cell / "scores.json").read_text() == first and again["rows"] == table["rows"]
+    run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=False)
+    assert (cell / "scores.json").read_text() == first
     assert {p.name for p in out.iterdir()} >= {"table.md", "table.csv", "table.json", "figures"}
     assert (out / "figures" / f"{slug(cfg['rows'][0]['name'])}.png").stat().st_size > 1000
 

@@ -235,7 +235,8 @@ def test_sigint_mid_run_then_resume_gives_the_uninterrupted_weights(store, tmp_p
     assert proc.returncode == 130, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "--resume" in err, err
     stopped = torch.load(part / "checkpoint.pt", weights_only=False)["step"]
-    assert 5 <= stopped < 60 and stopped % 5 == 0
+    assert 5 <= stopped < 60  # Ctrl-C finishes the step it is in and checkpoints it
+    assert f"interrupted at step {stopped} of 60; the checkpoint of step {stopped} is kept" in err, err
     r = real_cli("train", "--out", part, *common, "--resume")
     assert r.returncode == 0, r.stderr
     a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)["model"]

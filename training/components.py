@@ -79,6 +79,9 @@ def check_numbers(cfg: Any, flag: Any = lambda key: "--" + key.replace("_", "-")
         raise bad("schedule", f"one of {', '.join(SCHEDULES)}", "cosine")
     if not isinstance(cfg.num_workers, int) or cfg.num_workers < 0:
         raise bad("num_workers", "a whole number >= 0", "0")
+    for key in ("amp", "allow_partial", "tensorboard"):
+        if not isinstance(getattr(cfg, key), bool):
+            raise UserError(f"{flag(key)} must be true or false, got {getattr(cfg, key)!r}")
 
 
 def _finite(x: Any) -> bool:

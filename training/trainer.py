@@ -21,6 +21,8 @@ import json
 import math
 import os
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -47,11 +49,42 @@ class TrainingDiverged(UserError):
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) during training: ``step`` is where it stopped, ``checkpoint`` the step of the last
-    checkpoint on disk (0: none yet), from which ``--resume`` continues exactly."""
+    checkpoint on disk (0: none yet), from which ``--resume`` continues exactly. The first Ctrl-C lets the current
+    step finish and checkpoints it (so ``checkpoint == step``); a second one stops at once."""
 
     def __init__(self, step: int, checkpoint: int):
-        super().__init__(step, checkpoint)
+        super().__init__(f"interrupted at step {step}; " + (f"the checkpoint of step {checkpoint} is kept"
+                                                            if checkpoint else "no checkpoint yet"))
         self.step, self.checkpoint = step, checkpoint
+
+    def __reduce__(self) -> tuple[type, tuple[int, int]]:  # pickles (e.g. from a Dask worker) with its numbers
+        return type(self), (self.step, self.checkpoint)
+
+
+class StopRequest:
+    """While active (in the main thread of a single process), the first SIGINT only sets ``requested``, so the
+    loop can finish its step and checkpoint it; a second SIGINT raises KeyboardInterrupt at once. Elsewhere (a
+    Dask worker's thread, DDP ranks, SIGINT ignored by the parent) SIGINT keeps its old behaviour."""
+
+    def __init__(self, active: bool):
+        self.requested = False
+        self.previous: Any = None
+        self.active = active and threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> StopRequest:
+        if self.active:
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 @dataclass
@@ -288,7 +321,7 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
         ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(objective, device_ids=ids)
     log = MetricsLog(run_dir, cfg.tensorboard) if rank == 0 else None
-    if log is not None and state is not None:
+    if log is not None:  # rows past the checkpoint (or, starting afresh, every row) belong to a run that stopped
         log.truncate(start)
     use_amp = cfg.amp and device.type == "cuda"
     last: dict[str, Any] = {"step": start}
@@ -296,40 +329,46 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
     from tqdm import tqdm
 
     bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", disable=not progress or rank != 0)
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() - float(state.get("seconds", 0.0) if state is not None else 0.0)  # time of earlier runs
     timer = StepTimer(start, cfg.steps, say if rank == 0 else None)
     done, saved = start, start if state is not None else 0
+    stop = StopRequest(active=world == 1)
     try:
-        for step in range(start, cfg.steps):
-            batch = {k: v.to(device, non_blocking=True) for k, v in next(loader).items()}
-            views = run.views(batch, view_generator(cfg.seed, step, rank))
-            out: dict[str, torch.Tensor] = {}
-            for phase in phases:
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-                    res = model(views, step, cfg.steps, phase=phase) if phase else model(views, step, cfg.steps)
-                _optimise(res["loss"], objective, optimizer, cfg, step, ckpt_path)
-                out.update(res if not out else {f"{phase}/{k}": v for k, v in res.items()})
-            objective.after_step(step, cfg.steps)
-            done = step + 1
-            bar.update(1)
-            if done % cfg.log_every == 0 or done == cfg.steps:
-                # averaged over the ranks (a collective: every rank takes part; losses computed from gathered
-                # embeddings are equal on all ranks, per-rank means like MoCo's average to the global value)
-                means = mean_across_ranks(torch.stack([v.detach().float().mean() for v in out.values()])).tolist()
-            if log is not None and (done % cfg.log_every == 0 or done == cfg.steps):
-                last = {"step": done, **dict(zip(out, means, strict=True)),
-                        **{f"views/{k}": float(v.float().mean()) for k, v in run.views.last_params.items()
-                           if v.numel()}, "seconds": round(time.perf_counter() - t0, 3)}
-                log.write(last)
-                bar.set_postfix(loss=f"{last['loss']:.4f}")
-            if rank == 0 and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
-                save_checkpoint(ckpt_path, objective, optimizer, done, cfg)
-                saved = done
-                if on_checkpoint is not None:
-                    paused = time.perf_counter()
-                    on_checkpoint(done, paused - t0)
-                    t0 += time.perf_counter() - paused
-            timer.tick(done)
+        with stop:
+            for step in range(start, cfg.steps):
+                batch = {k: v.to(device, non_blocking=True) for k, v in next(loader).items()}
+                views = run.views(batch, view_generator(cfg.seed, step, rank))
+                out: dict[str, torch.Tensor] = {}
+                for phase in phases:
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
+                        res = model(views, step, cfg.steps, phase=phase) if phase else model(views, step, cfg.steps)
+                    _optimise(res["loss"], objective, optimizer, cfg, step, ckpt_path)
+                    out.update(res if not out else {f"{phase}/{k}": v for k, v in res.items()})
+                objective.after_step(step, cfg.steps)
+                done = step + 1
+                bar.update(1)
+                if done % cfg.log_every == 0 or done == cfg.steps:
+                    # averaged over the ranks (a collective: every rank takes part; losses computed from gathered
+                    # embeddings are equal on all ranks, per-rank means like MoCo's average to the global value)
+                    means = mean_across_ranks(torch.stack([v.detach().float().mean() for v in out.values()])).tolist()
+                if log is not None and (done % cfg.log_every == 0 or done == cfg.steps):
+                    last = {"step": done, **dict(zip(out, means, strict=True)),
+                            **{f"views/{k}": float(v.float().mean()) for k, v in run.views.last_params.items()
+                               if v.numel()}, "seconds": round(time.perf_counter() - t0, 3)}
+                    log.write(last)
+                    bar.set_postfix(loss=f"{last['loss']:.4f}")
+                if rank == 0 and (done % cfg.checkpoint_every == 0 or done == cfg.steps or stop.requested):
+                    save_checkpoint(ckpt_path, objective, optimizer, done, cfg, time.perf_counter() - t0)
+                    saved = done
+                    if on_checkpoint is not None:
+                        paused = time.perf_counter()
+                        on_checkpoint(done, paused - t0)
+                        t0 += time.perf_counter() - paused
+                timer.tick(done)
+                if stop.requested:  # Ctrl-C: this step is finished and checkpointed above
+                    raise TrainingInterrupted(done, saved)
+    except TrainingInterrupted:
+        raise
     except KeyboardInterrupt:
         raise TrainingInterrupted(done, saved) from None
     finally:
@@ -378,10 +417,11 @@ class StepTimer:
 
 
 def save_checkpoint(path: Path, objective: nn.Module, optimizer: torch.optim.Optimizer, step: int,
-                    cfg: TrainConfig) -> None:
-    """Write atomically (temp file + rename) so an interrupted save never leaves a broken checkpoint."""
+                    cfg: TrainConfig, seconds: float = 0.0) -> None:
+    """Write atomically (temp file + rename) so an interrupted save never leaves a broken checkpoint; ``seconds``
+    is the training time so far (a resumed run counts on from it)."""
     tmp = path.with_suffix(".tmp")
     torch.save({"step": step, "model": objective.state_dict(), "optimizer": optimizer.state_dict(),
-                "config": asdict(cfg)}, tmp)
+                "config": asdict(cfg), "seconds": round(seconds, 3)}, tmp)
     os.replace(tmp, path)
 

@@ -1,0 +1,112 @@
+"""Grid cells keyed by their settings, for both grid engines (``ident3d synthetic`` and ``ident3d compare``).
+
+A cell is one training run and its scores in its own folder. The folder records a hash of the cell's full resolved
+settings (everything that shapes its result: the trainer config with defaults filled in and hyperparameters in their
+declared types, the data, the evaluation) in ``cell.json``. A cell folder is reused, finished or to be resumed, only
+for the settings that made it; a folder made with other settings (or before cells were keyed) is moved aside to
+``NAME.stale-K``, never deleted and never silently reused, and the cell runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pipelines.files import write_atomic
+
+KEY_FILE = "cell.json"
+# trainer settings that say how a run is carried out, not what it computes: not part of a cell's key
+RUN_ONLY = ("log_every", "checkpoint_every", "tensorboard", "device")
+
+
+def run_settings(train_config: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A TrainConfig as the settings that shape its result: hyperparameters and encoder options checked and in
+    their declared types (``tau: 1`` and ``tau: 1.0`` are one setting), without ``RUN_ONLY`` and ``drop``."""
+    from training.components import resolve_args
+
+    resolve_args(train_config)
+    settings = asdict(train_config)
+    for key in (*RUN_ONLY, *drop):
+        settings.pop(key, None)
+    return settings
+
+
+def canonical(settings: Mapping[str, Any]) -> str:
+    """The settings as canonical JSON (sorted keys, no spaces): equal settings give equal text."""
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def cell_key(settings: Mapping[str, Any]) -> str:
+    """The sha256 of the canonical settings."""
+    return hashlib.sha256(canonical(settings).encode()).hexdigest()
+
+
+def claim_cell(cell: Path, settings: Mapping[str, Any], say: Callable[[str], None] = print) -> Path | None:
+    """Make ``cell`` the folder of ``settings`` before it is trained or read: kept when its recorded key matches
+    (a finished cell is reused, an unfinished one resumed), else moved aside (``say`` tells where and which settings
+    differ) and started afresh. Returns where an old folder went, or None."""
+    key = cell_key(settings)
+    old = recorded(cell)
+    if old is not None and old.get("key") == key:
+        return None
+    aside = None
+    if cell.is_dir() and any(cell.iterdir()):
+        aside = _free_name(cell)
+        cell.rename(aside)
+        why = changes(old.get("settings"), settings) if old else "made before cells were keyed by their settings"
+        say(f"{cell}: {why}; moved it to {aside.name} and running the cell again")
+    cell.mkdir(parents=True, exist_ok=True)
+    record = {"key": key, "settings": json.loads(canonical(settings))}
+    write_atomic(cell / KEY_FILE, lambda p: p.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
+    return aside
+
+
+def matches(cell: Path, settings: Mapping[str, Any]) -> bool:
+    """Whether ``cell`` was made with ``settings`` (its recorded key is theirs)."""
+    old = recorded(cell)
+    return old is not None and old.get("key") == cell_key(settings)
+
+
+def recorded(cell: Path) -> dict[str, Any] | None:
+    """The cell's ``cell.json`` (None when missing or unreadable: the folder then counts as unkeyed)."""
+    try:
+        data = json.loads((cell / KEY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def changes(old: Any, new: Mapping[str, Any], limit: int = 3) -> str:
+    """'settings changed: train.steps 5 -> 10, ...' (the first ``limit`` differing keys, dotted)."""
+    a, b = _flat(old if isinstance(old, Mapping) else {}), _flat(json.loads(canonical(new)))
+    diff = [k for k in sorted(set(a) | set(b)) if a.get(k, "-") != b.get(k, "-")]
+    text = ", ".join(f"{k} {_short(a.get(k, '-'))} -> {_short(b.get(k, '-'))}" for k in diff[:limit])
+    more = f" and {len(diff) - limit} more" if len(diff) > limit else ""
+    return f"settings changed: {text}{more}" if diff else "settings changed"
+
+
+def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _short(value: Any, width: int = 40) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _free_name(cell: Path) -> Path:
+    """``cell.stale-1``, ``cell.stale-2``, ...: the first that does not exist."""
+    k = 1
+    while (cell.parent / f"{cell.name}.stale-{k}").exists():
+        k += 1
+    return cell.parent / f"{cell.name}.stale-{k}"
