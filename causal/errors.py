@@ -7,3 +7,19 @@ class UserError(ValueError):
 
 class SpecError(UserError):
     """A structural causal model spec (or a request against it) is invalid."""
+
+
+class ParameterError(UserError):
+    """A bad value of a named API parameter: Python callers read the parameter's name (``chunk_size must be ...``),
+    the command line its flag (``--chunk-size must be ...``, via ``pipelines.flags.flag_names``)."""
+
+    def __init__(self, param: str, detail: str):
+        super().__init__(f"{param} {detail}")
+        self.param, self.detail = param, detail
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # pickles (e.g. from a Dask worker) with both parts
+        return type(self), (self.param, self.detail)
+
+    def flag_text(self) -> str:
+        """The message with the parameter as its command-line flag."""
+        return f"--{self.param.replace('_', '-')} {self.detail}"

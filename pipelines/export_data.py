@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from pipelines.files import check_output_dir
+from pipelines.flags import flag_names
 from render.published import FORMATS, export_published
 
 
@@ -33,10 +34,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Export, then print what was written."""
+    """Export, then print what was written (bad values name their flags)."""
     check_output_dir(args.out)
-    report = export_published(args.store, args.out, args.format, overwrite=args.overwrite, workers=args.workers,
-                              progress=not args.no_progress)
+    with flag_names():
+        report = export_published(args.store, args.out, args.format, overwrite=args.overwrite, workers=args.workers,
+                                  progress=not args.no_progress)
     print(f"exported {report.images} images and {len(report.files)} numpy files in {report.seconds:.1f} s "
           f"-> {report.out}")
     return 0

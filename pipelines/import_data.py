@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from pipelines.flags import flag_names
+from render.driver import CONNECT_TIMEOUT_S
 from render.published import FORMATS, ImportReport, import_published
 from render.store import IMAGE_LEVEL
 
@@ -39,16 +41,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=None, help="local Dask worker processes (default: one per core)")
     p.add_argument("--scheduler", metavar="ADDR", help="join an existing Dask cluster (tcp://HOST:PORT); SRC and "
                                                        "--out must be paths all workers share")
+    p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up on an unreachable --scheduler after this long, before the store is created "
+                        f"(default {CONNECT_TIMEOUT_S:g})")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Import, then print what was done."""
-    report = import_published(args.src, args.out, args.format, split=args.split, chunk_size=args.chunk_size,
-                              workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite,
-                              progress=not args.no_progress, compression_level=args.compression_level)
+    """Import, then print what was done (bad values name their flags)."""
+    with flag_names():
+        report = import_published(args.src, args.out, args.format, split=args.split, chunk_size=args.chunk_size,
+                                  workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite,
+                                  progress=not args.no_progress, compression_level=args.compression_level,
+                                  connect_timeout=args.connect_timeout)
     print(summary(report))
     return 0
 

@@ -11,15 +11,17 @@ its ``done`` flag itself does not decode.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import zarr
 from zarr.core.sync import sync
 
 from causal.errors import UserError
-from render.store import chunk_bounds, decode_error, n_chunks, open_store, view_names
+from render.store import chunk_bounds, decode_error, is_url, n_chunks, open_store, view_names
 
 ROW_ARRAYS = ("images", "latents", "classes")  # per prefix ("" and views/NAME/), in this order
 
@@ -53,6 +55,34 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.bad
+
+
+def refuse_inner_node(path: str) -> None:
+    """A local path to an array or group inside a store (``STORE/images``, ``STORE/views/hues``) is one line naming
+    the store to give instead (Zarr's own words would be "An array already exists ... at path .")."""
+    if is_url(path):
+        return
+    here = Path(path)
+    node = _zarr_node(here)
+    if node is None or node.get("attributes", {}).get("format_version") is not None:
+        return
+    for parent in here.resolve().parents:
+        outer = _zarr_node(parent)
+        if outer is None:
+            return
+        if outer.get("node_type") == "group" and outer.get("attributes", {}).get("format_version") is not None:
+            inner = here.resolve().relative_to(parent).as_posix()
+            raise UserError(f"{path} is the {node.get('node_type', 'node')} {inner!r} inside the store {parent}, not "
+                            f"a store; give the store: ident3d check {parent}")
+
+
+def _zarr_node(folder: Path) -> dict | None:
+    """The metadata of the Zarr node at ``folder`` (its zarr.json), or None when there is none."""
+    try:
+        data = json.loads((folder / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def store_arrays(group: zarr.Group) -> list[str]:
@@ -129,6 +159,7 @@ def check_store(path: str, progress: Callable[[Iterable[int]], Iterable[int]] | 
     Reads one chunk of one array at a time (memory stays at one chunk). ``progress`` wraps the iteration
     over done chunks (e.g. ``tqdm``). Raises :class:`UserError` when ``path`` is not a readable store.
     """
+    refuse_inner_node(str(path))
     group = open_store(path)
     try:
         n, c = int(group["images"].shape[0]), int(group["images"].chunks[0])

@@ -1,7 +1,8 @@
 """Given latents: read them from .csv/.npy/.npz files or arrays, check them against an SCM, fingerprint them.
 
 Used by ``render_store(latents=...)`` and ``ident3d render --latents FILE`` to render chosen rows instead
-of sampled ones. Every problem is one ``UserError`` line naming the column, key or row at fault.
+of sampled ones. Every problem is one ``UserError`` line naming the column, key or row at fault; values outside
+the range the SCM documents for their latent (its nodes' ``range:``, what a store's latents are) are refused.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from causal.errors import UserError
 SUFFIXES = (".csv", ".npy", ".npz")
 INDEX_COLUMN = "index"  # the row-id column `ident3d sample` writes; accepted and ignored (file order is kept)
 NPZ_KEYS = {"latents", "classes", "names", "class_names", "index"}  # `ident3d sample`'s .npz keys
+MAGIC = {".npy": (b"\x93NUMPY", "numpy.save"), ".npz": (b"PK\x03\x04", "numpy.savez")}  # how each file starts
+RANGE_SLACK = 1e-6  # float32 rounding of a value on a range's edge is not outside it
+
+# {latent: (low, high)} and what the ranges are, for the message (default: the SCM's node ranges)
+Ranges = tuple[dict[str, tuple[float, float]], str]
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,10 @@ def read_latents(path: str | Path, scm: SCM) -> GivenLatents:
         raise UserError(f"cannot read latents file {path}: {why}") from None
 
 
-def check(latents: object, classes: object, scm: SCM, source: str) -> GivenLatents:
-    """Validate shapes, finiteness and class indices; returns float32 latents and int64 classes."""
+def check(latents: object, classes: object, scm: SCM, source: str, documented: Ranges | None = None) -> GivenLatents:
+    """Validate shapes, finiteness, ranges and class indices; returns float32 latents and int64 classes.
+    ``documented``: the ranges to hold the values to (default: the SCM's node ranges; unbounded nodes are not
+    checked)."""
     try:
         x = np.asarray(latents, dtype=np.float64)
     except (TypeError, ValueError):
@@ -90,8 +98,45 @@ def check(latents: object, classes: object, scm: SCM, source: str) -> GivenLaten
     if bad.any():
         i, j = np.argwhere(bad)[0]
         raise UserError(f"{source}: row {i} has a non-finite value ({x[i, j]}) in {scm.names[j]}")
+    _check_ranges(x, scm, source, documented)
     k = _check_classes(classes, scm, x.shape[0], source)
     return GivenLatents(x.astype(np.float32), k, source)
+
+
+def _check_ranges(x: np.ndarray, scm: SCM, source: str, documented: Ranges | None) -> None:
+    """The first value outside its latent's range is one line naming the row, the column and the range."""
+    ranges, what = documented or ({n: scm.nodes[n].range for n in scm.names if scm.nodes[n].range},
+                                  f"its range in SCM {scm.name}")
+    for j, name in enumerate(scm.names):
+        if name not in ranges:
+            continue
+        lo, hi = ranges[name]
+        slack = RANGE_SLACK * max(1.0, abs(lo), abs(hi))
+        out = (x[:, j] < lo - slack) | (x[:, j] > hi + slack)
+        if out.any():
+            i = int(np.flatnonzero(out)[0])
+            raise UserError(f"{source}: row {i} has {name} = {x[i, j]:g}, outside {what}, [{lo:g}, {hi:g}]; "
+                            "give values in that range")
+
+
+def load_numpy(path: Path, where: str) -> object:
+    """``np.load`` of a .npy/.npz file (no pickles); a file that is not one (a text table, say) is one line saying
+    what it is instead of numpy's "Cannot load file containing pickled data"."""
+    suffix = path.suffix.lower()
+    magic, writer = MAGIC.get(suffix, MAGIC[".npy"])
+    with path.open("rb") as fh:
+        head = fh.read(64)
+    if not head.startswith(magic):
+        first = head.split(b"\n")[0][:40]
+        text = first.decode("ascii", "replace") if first.isascii() and first.strip() else ""
+        what = f"a text file starting {text!r}" if text else "not in numpy's format"
+        hint = "; a table of latents goes in a .csv file with a header of names" if text else ""
+        raise UserError(f"cannot read {where}: not a NumPy {suffix} file ({what}); write it with {writer}{hint}")
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - a truncated or corrupt numpy file becomes one line
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"cannot read {where}: a damaged NumPy {suffix} file ({why}); write it again") from None
 
 
 def _check_classes(classes: object, scm: SCM, n: int, source: str) -> np.ndarray | None:
@@ -165,7 +210,7 @@ def _read_csv(path: Path, scm: SCM) -> GivenLatents:
 
 def _read_numpy(path: Path, scm: SCM) -> GivenLatents:
     where = f"latents file {path}"
-    data = np.load(path, allow_pickle=False)
+    data = load_numpy(path, where)
     if path.suffix.lower() == ".npy":
         if scm.class_node is not None:
             raise UserError(f"{where} holds no classes but SCM {scm.name} has a class node ({scm.class_node}); "

@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from causal import SCM, load_scm
-from causal.errors import UserError
-from render.latents_io import GivenLatents, check
+from causal.errors import ParameterError, UserError
+from render.driver import CONNECT_TIMEOUT_S
+from render.latents_io import GivenLatents, check, load_numpy
 from render.meshes import file_sha256
 from render.store import (
     FORMAT_VERSION,
@@ -63,6 +64,11 @@ EXPECTED = {
     "3dident": "images/NNNNNN.png and raw_latents.npy (optionally latents.npy)",
     "causal3dident": "raw_latents_K.npy and images_K/NNNN.png for K = 0..6 (optionally latents_K.npy)",
 }
+# the documented range of every raw latent of the published sets: 3DIdent (Zimmermann et al. 2021) draws them
+# uniformly from [-1, 1]; Causal3DIdent (von Kuegelgen et al. 2021) from normals truncated to [-1, 1] (README and
+# ../shared/SPEC.md, sections 2-3; the 3dident/causal3dident SCM specs give every node this range)
+RAW_RANGE = (-1.0, 1.0)
+PUBLISHED_NAMES = {"3dident": "3DIdent", "causal3dident": "Causal3DIdent"}
 
 
 # ----- the source folder -------------------------------------------------------------------------
@@ -132,21 +138,22 @@ def _splits(src: Path, fmt: str) -> list[str]:
     return sorted(d.name for d in src.iterdir() if d.is_dir() and has_layout(d, fmt))
 
 
-def load_latents(path: Path, scm: SCM) -> np.ndarray:
-    """An (N, 10) latents .npy checked against the SCM's latents (columns, finiteness) -> float32."""
+def load_latents(path: Path, scm: SCM, fmt: str | None = None) -> np.ndarray:
+    """An (N, 10) latents .npy checked against the SCM's latents (columns, finiteness) -> float32; with ``fmt``
+    (raw latents of that published set) also against the set's documented range ``RAW_RANGE`` (without: scaled
+    latents in scene units, whose range is not documented)."""
     if not path.is_file():
         raise UserError(f"latents file {path} not found")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as exc:  # noqa: BLE001 - a corrupt or non-numpy file becomes one line
-        raise UserError(f"cannot read latents file {path}: {decode_error(exc)}") from None
+    data = load_numpy(path, f"latents file {path}")
     if data.ndim == 2 and data.shape[1] != len(scm.names):
         raise UserError(f"latents file {path} has {data.shape[1]} columns, expected {len(scm.names)} "
                         f"({', '.join(scm.names)})")
     if data.ndim == 2 and data.shape[0] == 0:
         raise UserError(f"latents file {path} has no rows")
     classes = None if scm.class_node is None or data.ndim != 2 else np.zeros(len(data), np.int64)
-    return check(data, classes, scm, f"latents file {path}").latents
+    what = f"the documented range of the published {PUBLISHED_NAMES.get(fmt, '')} raw latents"
+    documented = ({}, "") if fmt is None else (dict.fromkeys(scm.names, RAW_RANGE), what)
+    return check(data, classes, scm, f"latents file {path}", documented).latents
 
 
 def png_names(folder: Path, n: int, latents_file: Path) -> list[str]:
@@ -207,7 +214,7 @@ def read_source(src: str | Path, fmt: str, split: str | None = None) -> Publishe
     files: list[str] = []
     latents, classes, sha, scaled = [], [], {}, {}
     for images, raw_name, scaled_name, k in parts:
-        raw = load_latents(root / raw_name, scm)
+        raw = load_latents(root / raw_name, scm, fmt)
         if not (root / images).is_dir():
             raise UserError(f"{root} has {raw_name} but no {images}/ folder; expected {EXPECTED[fmt]}")
         files += png_names(root / images, len(raw), root / raw_name)
@@ -356,58 +363,68 @@ class ImportReport:
 
 def import_published(src: str | Path, out: str | Path, fmt: str, split: str | None = None, chunk_size: int = 64,
                      workers: int | None = None, scheduler: str | None = None, overwrite: bool = False,
-                     progress: bool = True, compression_level: int = IMAGE_LEVEL) -> ImportReport:
+                     progress: bool = True, compression_level: int = IMAGE_LEVEL,
+                     connect_timeout: float = CONNECT_TIMEOUT_S) -> ImportReport:
     """Import a published folder into a v1 store (or resume one: chunks already done are skipped).
 
     Validates the latents and every image file first (one-line ``UserError``s, nothing created); then one Dask
     task per chunk decodes and writes it, on ``workers`` local processes (default one per core) or an existing
-    cluster's ``scheduler``. A corrupt PNG stops the import with one line naming it; finished chunks are kept.
-    ``compression_level`` (zstd, 1-22) trades store size for speed: compression is most of a chunk's time at 9.
+    cluster's ``scheduler`` (contacted before the store is created; given up after ``connect_timeout`` seconds).
+    A corrupt PNG stops the import with one line naming it; finished chunks are kept. ``compression_level``
+    (zstd, 1-22) trades store size for speed: compression is most of a chunk's time at 9.
     """
     from render.api import store_path
+    from render.driver import connect
 
-    _check_positive(chunk_size, "chunk size")
-    _check_positive(compression_level, "compression level")
-    if compression_level > 22:
-        raise UserError(f"compression level must be 1-22 (zstd's levels), got {compression_level}")
+    check_whole(chunk_size, "chunk_size")
+    check_whole(compression_level, "compression_level", 22, "(zstd's levels)")
     if workers is not None:
-        _check_positive(workers, "workers")
+        check_whole(workers, "workers")
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
+        raise ParameterError("connect_timeout", f"must be a positive number of seconds, got {connect_timeout!r}")
     out = store_path(out)
     refuse_finished(out, overwrite)
     source = read_source(src, fmt, split)
     layout = import_layout(source, chunk_size, compression_level)
-    group = prepare(out, import_attrs(source, chunk_size), layout, overwrite)
-    done = done_mask(group)
-    report = ImportReport(out, len(source), len(done), skipped=[int(k) for k in np.flatnonzero(done)])
-    todo = [k for k in range(len(done)) if not done[k]]
-    write_given(group, source.latents, source.classes, todo)
-    if todo:
-        job = ImportJob(out, len(source), chunk_size, source.height, source.width)
-        _run_tasks(job, source.files, todo, workers, scheduler, progress, report)
+    client = connect(scheduler, float(connect_timeout)) if scheduler else None  # before anything is created
+    try:
+        group = prepare(out, import_attrs(source, chunk_size), layout, overwrite)
+        done = done_mask(group)
+        report = ImportReport(out, len(source), len(done), skipped=[int(k) for k in np.flatnonzero(done)])
+        todo = [k for k in range(len(done)) if not done[k]]
+        write_given(group, source.latents, source.classes, todo)
+        if todo:
+            job = ImportJob(out, len(source), chunk_size, source.height, source.width)
+            _run_tasks(job, source.files, todo, workers, client, progress, report)
+    finally:
+        if client is not None:
+            client.close()
     return report
 
 
-def _check_positive(x: object, what: str) -> None:
-    """A positive integer, or one line."""
-    if not isinstance(x, int | np.integer) or isinstance(x, bool) or x <= 0:
-        raise UserError(f"{what} must be a positive integer, got {x!r}")
+def check_whole(x: object, param: str, most: int | None = None, why: str = "") -> None:
+    """A whole number from 1 (to ``most``), or one line naming ``param`` (``ParameterError``)."""
+    if not isinstance(x, int | np.integer) or isinstance(x, bool) or x <= 0 or (most is not None and x > most):
+        want = f"a whole number from 1 to {most}{' ' + why if why else ''}" if most else "a whole number >= 1"
+        raise ParameterError(param, f"must be {want}, got {x!r}")
 
 
-def _run_tasks(job: ImportJob, files: list[str], todo: list[int], workers: int | None, scheduler: str | None,
+def _run_tasks(job: ImportJob, files: list[str], todo: list[int], workers: int | None, client: Any,
                progress: bool, report: ImportReport) -> None:
-    """Run the chunk tasks on a cluster (an existing scheduler, or a LocalCluster started and stopped here)."""
-    from render.driver import connect, dashboard_link, local_cluster
+    """Run the chunk tasks on ``client`` (an existing cluster's, closed by the caller) or on a LocalCluster started
+    and stopped here."""
+    from render.driver import dashboard_link, local_cluster
 
     cluster = None
-    client = connect(scheduler) if scheduler else None
+    own = client is None
     try:
-        if client is None:
+        if own:
             client, cluster = local_cluster(workers or os.cpu_count() or 1, 1)
         if progress:
             print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
         _submit_all(client, job, files, todo, progress, report)
     finally:
-        if client is not None:
+        if own and client is not None:
             client.close()
         if cluster is not None:
             cluster.close()
@@ -504,6 +521,8 @@ def export_published(store: str | Path, out: str | Path, fmt: str, overwrite: bo
     ``workers`` threads encode the PNGs (default one per core)."""
     store, out = str(store), Path(out).expanduser()
     check_format(fmt)
+    if workers is not None:
+        check_whole(workers, "workers")
     group = open_store(store)
     check_exportable(group, store, fmt)
     check_export_target(out, overwrite)

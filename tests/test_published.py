@@ -116,7 +116,7 @@ def test_compression_level_changes_the_codec_not_the_pixels(tmp_path, scheduler,
         assert np.array_equal(arr[:], images)
     for bad in ("0", "23"):
         one_line_error(capsys, run_import(tmp_path / "src", tmp_path / "bad.zarr", "3dident", scheduler,
-                                          "--compression-level", bad), "compression level")
+                                          "--compression-level", bad), "--compression-level must be")
         assert not (tmp_path / "bad.zarr").exists()
 
 
