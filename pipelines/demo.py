@@ -40,16 +40,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.compare import check_config, run_compare
     from pipelines.files import check_output_dir
 
     t0 = time.perf_counter()
-    cfg = check_config(DEMO_CONFIG, "demo")
     check_output_dir(args.out)
-    stores, train = cfg["stores"], cfg["train"]
+    stores, train = DEMO_CONFIG["stores"], DEMO_CONFIG["train"]
     print(f"ident3d demo: render {stores['train']['n']} + {stores['test']['n']} Causal3DIdent images, train "
-          f"{len(cfg['rows'])} models ({train['steps']} steps each), evaluate both -> {args.out}/ (a few minutes on "
-          "2 CPU cores; a re-run skips what is done)", flush=True)
+          f"{len(DEMO_CONFIG['rows'])} models ({train['steps']} steps each), evaluate both -> {args.out}/ (a few "
+          "minutes on 2 CPU cores; a re-run skips what is done)", flush=True)  # at once: the imports take seconds
+    from pipelines.compare import check_config, run_compare
+
+    cfg = check_config(DEMO_CONFIG, "demo")
     result = run_compare(cfg, Path(args.out), progress=not args.no_progress)
     print(result["markdown"])
     print(f"\nLT pairs that change the hues should discard them (style, low R^2) and keep positions; colour "

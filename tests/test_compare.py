@@ -2,17 +2,22 @@
 renders, checking paper 000's qualitative facts for its two rows."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
+from helpers import run_cli
 
 from pipelines.cli import main
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True)
+    """The command in-process (helpers.run_cli: exit code, stdout, stderr as a real process would give them)."""
+    return run_cli(*args)
 
 
 @pytest.mark.parametrize("edit,expected", [
@@ -47,6 +52,30 @@ def test_missing_config_exit_2(tmp_path):
     assert r.returncode == 2 and "not found" in r.stderr
 
 
+def test_demo_shows_progress_within_10_seconds(tmp_path):
+    """The demo says what it does at once and shows the render progress bar within 10 s (measured: the line at 0.5 s,
+    the bar at about 5 s on 2 cores); the run is then stopped."""
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "demo", "--out", str(tmp_path / "demo")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    t0, seen = time.monotonic(), {}
+    os.set_blocking(proc.stdout.fileno(), False)
+    os.set_blocking(proc.stderr.fileno(), False)
+    text = {"out": b"", "err": b""}
+    try:
+        while time.monotonic() - t0 < 30 and len(seen) < 2 and proc.poll() is None:
+            for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
+                text[name] += stream.read() or b""
+            if "line" not in seen and b"ident3d demo: render 512 + 384" in text["out"]:
+                seen["line"] = time.monotonic() - t0
+            if "bar" not in seen and b"render:" in text["err"] and b"img/s" in text["err"]:
+                seen["bar"] = time.monotonic() - t0
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert seen.get("line", 99) < 10 and seen.get("bar", 99) < 10, (seen, text)
+
+
 def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
     table = json.loads((tmp_path / "demo" / "table.json").read_text())["table"]
@@ -54,7 +83,10 @@ def test_demo_end_to_end(tmp_path, capsys):
     for row in (lt, da):  # both views change the hues: they are discarded (style), positions are kept
         hues = [row[c][0] for c in ("hues: object", "hues: spotlight", "hues: background")]
         assert max(hues) < 0.25 and row["positions: object"][0] > 0.4, row
-    assert "LT: change hues" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "LT: change hues" in out and "cell 2/2: LT: change hues, seed 0" in out
+    config = json.loads((tmp_path / "demo/cells/lt_change_hues/seed0/config.json").read_text())
+    assert config["data"] == str((tmp_path / "demo/stores/train.zarr").resolve())  # absolute, as the README says
     for name in ("table.md", "table.csv", "table.png", "vs_paper.md"):
         assert (tmp_path / "demo" / name).stat().st_size > 100
     # re-running resumes: every cell is skipped, the table is the same
