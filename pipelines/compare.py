@@ -62,6 +62,7 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
     check_da_style(cfg.get("da_style"), f"config {where}")  # names are checked against the SCM once rendered
     check_stores(cfg, where)
     check_train(cfg, where)
+    plan_stores(cfg, f"config {where}")
     return cfg
 
 
@@ -193,18 +194,18 @@ def store_args(spec: dict[str, Any], scene: str) -> dict[str, Any]:
             "views": spec.get("views") or None, "view_seeds": spec.get("view_seeds", "independent")}
 
 
-def plan_stores(cfg: dict[str, Any], stores: dict[str, Path]) -> dict[str, str]:
-    """Check both stores with the renderer before either renders (nothing is written); returns each store's
-    fingerprint digest (what a cell's key records of its data)."""
+def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
+    """Check both stores with the renderer before either renders (nothing is written; ``head`` starts an error's
+    line); returns each store's fingerprint digest (what a cell's key records of its data, not its path)."""
     from render import plan_render
     from render.store import FINGERPRINT_KEYS
 
     digests = {}
-    for key, path in stores.items():
+    for key in ("train", "test"):
         try:
-            plan = plan_render(path, **store_args(cfg["stores"][key], cfg.get("scene", "causal3dident")))
+            plan = plan_render(f"{key}.zarr", **store_args(cfg["stores"][key], cfg.get("scene", "causal3dident")))
         except UserError as exc:
-            raise UserError(f"stores.{key}: {exc}") from None
+            raise UserError(f"{head}: stores.{key}: {exc}") from None
         fingerprint = {k: plan.attrs.get(k) for k in FINGERPRINT_KEYS}
         digests[key] = hashlib.sha256(canonical(fingerprint).encode()).hexdigest()
     return digests
@@ -419,7 +420,7 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
     check_output_dir(out)
     where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
     stores = {k: where / "stores" / f"{k}.zarr" for k in ("train", "test")}
-    digests = plan_stores(cfg, stores)
+    digests = plan_stores(cfg)
     out.mkdir(parents=True, exist_ok=True)
     scene = cfg.get("scene", "causal3dident")
     for key, path in stores.items():

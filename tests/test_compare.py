@@ -27,6 +27,13 @@ def _cli(*args):
     (lambda c: c["rows"].append({"name": "gen", "views": "colour", "train": {"objective": "simvae", "hp": {"x": 1}}}),
      "(row 'gen'): train: objective simvae has no hyperparameter 'x'"),
     (lambda c: c["rows"].append({"name": "gen", "views": "colour", "train": "simvae"}), "train must be a mapping"),
+    # issue 20 item 7: the whole config, before anything renders, naming file and key
+    (lambda c: c["evaluate"].update(fit=-10), "evaluate.fit must be a whole number >= 10 (test-store rows), got -10"),
+    (lambda c: c["evaluate"].update(kernel="yes"), "evaluate.kernel must be true or false, got 'yes'"),
+    (lambda c: c["stores"]["test"].update(resolution=4), "stores.test: resolution must be at least 8 px, got 4"),
+    (lambda c: c["stores"]["train"].update(colour=1), "stores.train has no setting 'colour'"),
+    (lambda c: c["rows"][0].update(paper="high"), "rows[0] (DA: colour distortion): paper must be a list of numbers"),
+    (lambda c: c["train"]["hp"].update(tau="abc"), "objective infonce's hyperparameter tau must be a finite number > 0"),
 ])
 def test_bad_config_exit_2(tmp_path, edit, expected):
     cfg = yaml.safe_load(open("configs/da_vs_lt_small.yaml"))
@@ -35,6 +42,7 @@ def test_bad_config_exit_2(tmp_path, edit, expected):
     path.write_text(yaml.safe_dump(cfg))
     r = _cli("compare", "--config", str(path), "--out", str(tmp_path / "out"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
+    assert f"config {path}" in r.stderr
     assert not (tmp_path / "out").exists()  # nothing ran
 
 
