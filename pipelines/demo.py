@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "demo", help="render, train (DA and LT) and evaluate a small Causal3DIdent run end to end",
         description="The main job on embedded defaults: render 512 + 384 Causal3DIdent images at 32 px (local "
                     "Dask cluster, local Zarr store), train a DA (colour distortion) and an LT (change hues) "
-                    "model for 300 steps, evaluate both, and print their rows of paper 000's table. Re-running "
+                    "model and the supervised ceiling (the same encoder trained on the labels) for 300 steps, "
+                    "evaluate them, and print their rows of paper 000's table. Re-running "
                     "resumes and skips finished parts.",
         epilog="example: ident3d demo --out runs/demo")
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
@@ -46,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.out)
     stores, train = DEMO_CONFIG["stores"], DEMO_CONFIG["train"]
     print(f"ident3d demo: render {stores['train']['n']} + {stores['test']['n']} Causal3DIdent images, train "
-          f"{len(DEMO_CONFIG['rows'])} models ({train['steps']} steps each), evaluate both -> {args.out}/ (a few "
-          "minutes on 2 CPU cores; a re-run skips what is done)", flush=True)  # at once: the imports take seconds
+          f"{len(DEMO_CONFIG['rows'])} models and their supervised ceiling ({train['steps']} steps each), evaluate "
+          f"them -> {args.out}/ (a few minutes on 2 CPU cores; a re-run skips what is done)", flush=True)  # at once: the imports take seconds
     from pipelines.compare import check_config, run_compare
 
     cfg = check_config(DEMO_CONFIG, "demo")

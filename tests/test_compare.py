@@ -92,7 +92,8 @@ def test_demo_end_to_end(tmp_path, capsys):
         hues = [row[c][0] for c in ("hues: object", "hues: spotlight", "hues: background")]
         assert max(hues) < 0.25 and row["positions: object"][0] > 0.4, row
     out = capsys.readouterr().out
-    assert "LT: change hues" in out and "cell 2/2: LT: change hues, seed 0" in out
+    assert "LT: change hues" in out and "cell 2/3: LT: change hues, seed 0" in out
+    assert "supervised (ceiling)" in table and "Fraction of the supervised ceiling" in out
     config = json.loads((tmp_path / "demo/cells/lt_change_hues/seed0/config.json").read_text())
     assert config["data"] == str((tmp_path / "demo/stores/train.zarr").resolve())  # absolute, as the README says
     for name in ("table.md", "table.csv", "table.png", "vs_paper.md"):

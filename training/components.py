@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from causal.errors import UserError
-from training.data import StoreBatches, StoreInfo, image_stats, make_loader, store_info
+from training.data import StoreBatches, StoreInfo, image_stats, make_loader, store_info, store_latents
 from training.encoders import Encoder, build_encoder
 from training.objectives import OBJECTIVES
 from training.objectives.base import Objective
@@ -174,6 +174,9 @@ def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, dev
     if views.n_views != objective_cls.n_views:
         raise UserError(f"objective {cfg.objective} needs {objective_cls.n_views} views, {cfg.views} makes "
                         f"{views.n_views}")
+    if hasattr(objective_cls, "store_args"):  # what the objective takes from the data (the supervised ceiling)
+        cfg.objective_args = {**objective_cls.store_args(store_latents(info), len(info.class_names or [])),
+                              **cfg.objective_args}
     _, objective = check_components(cfg, info.image_size)
     if hasattr(views, "draws"):  # learned_crop: as many uniforms per image as the objective samples crops with
         views.draws = objective.draws_per_image

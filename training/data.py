@@ -94,6 +94,11 @@ def image_stats(info: StoreInfo, max_images: int = 2048) -> tuple[tuple[float, .
     return tuple(x.mean(0).round(6).tolist()), tuple(np.maximum(x.std(0), 1e-3).round(6).tolist())
 
 
+def store_latents(info: StoreInfo) -> np.ndarray:
+    """The latents of the store's usable rows (N, D), float64: small enough to read whole."""
+    return np.asarray(zarr.open_group(info.path, mode="r")["latents"][:], dtype=np.float64)[info.rows]
+
+
 class StoreBatches(IterableDataset):
     """An endless stream of training batches (dicts of tensors) from one store.
 

@@ -11,6 +11,7 @@ from training.objectives import (  # noqa: F401  (imported for their registratio
     lp_infonce,
     moco_v2,
     simvae,
+    supervised,
     vae,
     vicreg,
 )

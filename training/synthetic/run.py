@@ -10,8 +10,10 @@ import torch
 
 from causal.errors import UserError
 from training.components import Run, check_components
+from training.objectives import OBJECTIVES
 from training.synthetic.base import VectorSource
 from training.synthetic.sources import make_source
+from training.views.labels import labels_of
 
 
 class VectorViews:
@@ -25,6 +27,16 @@ class VectorViews:
 
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
         return [batch[f"x{i}"] for i in range(self.n_views)]
+
+
+class VectorLabels(VectorViews):
+    """The supervised ceiling's views of a synthetic batch: [x0, latents, classes (zeros)]."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+    def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        return [batch["x0"], *labels_of(batch)]
 
 
 def source_of(cfg: Any, device: torch.device | str = "cpu", batch_size: int | None = None) -> VectorSource:
@@ -52,7 +64,14 @@ def build_synthetic_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: in
     source = source_of(cfg, device)
     if cfg.batch_size % world:
         raise UserError(f"--batch-size {cfg.batch_size} must be divisible by the {world} processes")
+    objective_cls = OBJECTIVES.get(cfg.objective)
+    if hasattr(objective_cls, "store_args"):  # the supervised ceiling: latents' statistics from the source
+        cfg.objective_args = {**objective_cls.store_args(source.batch(0)["latents"].cpu().numpy(), 0),
+                              **cfg.objective_args}
     _, objective = check_components(cfg, image_size=0, input_kind="vector", in_dim=source.obs_dim)
+    if getattr(objective_cls, "view_maker", None) == "labels":
+        return Run(info=source, views=VectorLabels(), objective=objective,
+                   loader=batches(source, start_batch, rank, world))
     need = type(objective).n_views
     if need != source.n_views and not getattr(type(objective), "any_views", False):
         raise UserError(f"objective {cfg.objective} needs {need} views; the source {cfg.source['kind']} makes "

@@ -8,6 +8,7 @@ from causal.errors import UserError
 from training.registry import VIEWS
 from training.views import (
     augment,  # noqa: F401  (registers the DA view makers)
+    labels,  # noqa: F401  (registers the supervised ceiling's labels)
     latent,  # noqa: F401  (registers lt_exact, lt_nn)
     learned_crop,  # noqa: F401  (registers CRL-TAC's learned_crop)
     paper004,  # noqa: F401  (registers paper 004's crops)
