@@ -143,6 +143,18 @@ def truncnorm_ppf(u: np.ndarray, mu: np.ndarray, sigma: float, lo: float, hi: fl
     return np.clip(np.nan_to_num(x, nan=0.5 * (lo + hi)), lo, hi)
 
 
+def trunclaplace_ppf(u: np.ndarray, mu: np.ndarray, b: float, lo: float, hi: float) -> np.ndarray:
+    """Inverse CDF of Laplace(mu, b) truncated to [lo, hi] (paper 001's Laplace conditional on a bounded latent)."""
+    def cdf(x: np.ndarray) -> np.ndarray:
+        t = (x - mu) / b
+        return np.where(t < 0, 0.5 * np.exp(np.minimum(t, 0)), 1 - 0.5 * np.exp(-np.maximum(t, 0)))
+
+    p = cdf(np.asarray(lo, dtype=np.float64)) + u * (cdf(np.asarray(hi, dtype=np.float64)) - cdf(lo))
+    p = np.clip(p, 1e-300, 1 - 1e-16)
+    x = np.where(p < 0.5, mu + b * np.log(2 * p), mu - b * np.log(2 * (1 - p)))
+    return np.clip(x, lo, hi)
+
+
 def truncnorm_cdf(x: np.ndarray, mu: np.ndarray, sigma: float, lo: float, hi: float) -> np.ndarray:
     """CDF of N(mu, sigma) truncated to [lo, hi] (the inverse of truncnorm_ppf)."""
     a, b, t = (lo - mu) / sigma, (hi - mu) / sigma, (x - mu) / sigma

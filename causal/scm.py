@@ -18,11 +18,12 @@ from scipy.special import ndtri
 
 from causal import rng
 from causal.errors import SpecError
-from causal.mechanisms import Categorical, Mechanism, build_mechanism, truncnorm_ppf
+from causal.mechanisms import Categorical, Mechanism, build_mechanism, trunclaplace_ppf, truncnorm_ppf
 from causal.samples import Samples
 
 _NODE_KEYS = {"name", "parents", "mechanism", "range", "group", "description"}
 _TOP_KEYS = {"name", "description", "nodes", "class_node", "change_sets", "transform"}
+CONDITIONALS = ("normal", "laplace")  # p(z~ | z) of a latent transformation (spec transform.conditional)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -157,8 +158,12 @@ class SCM:
         return out
 
     def _parse_transform(self, raw: object) -> dict[str, float]:
-        if not isinstance(raw, Mapping) or set(raw) - {"sigma", "p_change"}:
-            raise SpecError(f"spec: 'transform' may set 'sigma' and 'p_change', got {raw!r}")
+        if not isinstance(raw, Mapping) or set(raw) - {"sigma", "p_change", "conditional"}:
+            raise SpecError(f"spec: 'transform' may set 'sigma', 'p_change' and 'conditional', got {raw!r}")
+        kind = raw.get("conditional", "normal")
+        if kind not in CONDITIONALS:
+            raise SpecError(f"spec: transform conditional must be one of {', '.join(CONDITIONALS)}, got {kind!r}")
+        self.transform_conditional = kind
         p = raw.get("p_change", 1.0)
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
             raise SpecError(f"spec: transform p_change must be in (0, 1], got {p!r}")
@@ -273,7 +278,8 @@ class SCM:
         """Latent transformation: resample the change set around the current values.
 
         Continuous nodes get z~ ~ N(z, sigma) truncated to the node's range (unbounded nodes:
-        z + sigma * N(0, 1)); categorical nodes are redrawn from their mechanism. Each changed
+        z + sigma * N(0, 1)), or Laplace(z, sigma) truncated alike where the spec's transform says
+        ``conditional: laplace``; categorical nodes are redrawn from their mechanism. Each changed
         node changes with probability ``p_change`` (default: the spec's). ``propagate=False`` keeps every other node
         (the papers' LT); ``True`` recomputes descendants with their abducted noise
         (a counterfactual). Draws are counter-based on the samples' row ids.
@@ -307,6 +313,10 @@ class SCM:
         if node.mechanism.categories is not None:
             return node.mechanism.sample(values, u)
         s = self.transform_sigma[node.name] if sigma is None else float(sigma)
+        if self.transform_conditional == "laplace":
+            if node.range is None:
+                return x - s * np.sign(u - 0.5) * np.log1p(-2 * np.abs(u - 0.5))
+            return trunclaplace_ppf(u, x, s, *node.range)
         if node.range is None:
             return x + s * ndtri(u)
         return truncnorm_ppf(u, x, s, *node.range)

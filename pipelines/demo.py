@@ -46,9 +46,10 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     check_output_dir(args.out)
     stores, train = DEMO_CONFIG["stores"], DEMO_CONFIG["train"]
+    # said at once: the imports take seconds
     print(f"ident3d demo: render {stores['train']['n']} + {stores['test']['n']} Causal3DIdent images, train "
           f"{len(DEMO_CONFIG['rows'])} models and their supervised ceiling ({train['steps']} steps each), evaluate "
-          f"them -> {args.out}/ (a few minutes on 2 CPU cores; a re-run skips what is done)", flush=True)  # at once: the imports take seconds
+          f"them -> {args.out}/ (a few minutes on 2 CPU cores; a re-run skips what is done)", flush=True)
     from pipelines.compare import check_config, run_compare
 
     cfg = check_config(DEMO_CONFIG, "demo")

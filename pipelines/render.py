@@ -60,6 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--view-seeds", choices=VIEW_SEEDS, default="independent",
                    help="Cycles noise of a view: its own seeds (independent, default) or its anchor's (shared: "
                         "the two images of a pair then share per-pixel sampling noise)")
+    p.add_argument("--view-conditional", metavar="KIND:SCALE",
+                   help="p(z~ | z) of the views' changed latents, truncated to their ranges: normal:SCALE or "
+                        "laplace:SCALE (paper 001: normal:0.1); default: the SCM's transform (N(z, 1))")
     p.add_argument("--meshes", nargs="+", metavar="CLASS=PATH",
                    help="your own meshes per class (OBJ/PLY/STL/glTF/.blend); win over --meshes-dir")
     p.add_argument("--meshes-dir", metavar="DIR",
@@ -87,8 +90,9 @@ def run(args: argparse.Namespace) -> int:
                 "device": args.device, "hue_mode": args.hue_mode}
     report = render_store(args.out, scene=args.scene, scm=args.scm, n=args.n, latents=args.latents,
                           settings=settings, preset=args.preset, seed=args.seed, chunk_size=args.chunk_size,
-                          views=args.views, meshes=args.meshes, view_seeds=args.view_seeds, workers=args.workers,
-                          scheduler=args.scheduler, retries=args.retries, overwrite=args.overwrite,
+                          views=args.views, meshes=args.meshes, view_seeds=args.view_seeds,
+                          view_conditional=args.view_conditional, workers=args.workers, scheduler=args.scheduler,
+                          retries=args.retries, overwrite=args.overwrite,
                           progress=not args.no_progress, connect_timeout=args.connect_timeout,
                           meshes_dir=args.meshes_dir, threads=args.threads)
     return summarize(report)

@@ -9,6 +9,7 @@ without rendering. ``ident3d render`` is a thin command-line skin over these two
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ import numpy as np
 
 from causal import SCM, Samples, builtin_names, load_scm
 from causal.errors import UserError
+from causal.scm import CONDITIONALS
 from render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
 from render.latents_io import GivenLatents, given_latents
 from render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
@@ -45,7 +47,8 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                  meshes: MeshesArg = None, view_seeds: str = "independent", workers: int | None = None,
                  scheduler: str | None = None, retries: int = 2, overwrite: bool = False,
                  progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
-                 meshes_dir: MeshesDirArg = None, threads: int | None = None) -> RenderReport:
+                 meshes_dir: MeshesDirArg = None, threads: int | None = None,
+                 view_conditional: str | None = None) -> RenderReport:
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
     Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local processes (None:
@@ -67,7 +70,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
         raise UserError(f"connect timeout must be a positive number of seconds, got {connect_timeout!r}")
     plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
-                       view_seeds=view_seeds, meshes_dir=meshes_dir)
+                       view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
                connect_timeout=float(connect_timeout), threads=threads)
 
@@ -76,7 +79,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
                 latents: LatentsArg = None, classes: np.ndarray | None = None, settings: SettingsArg = None,
                 preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
                 meshes: MeshesArg = None, view_seeds: str = "independent",
-                meshes_dir: MeshesDirArg = None) -> RenderPlan:
+                meshes_dir: MeshesDirArg = None, view_conditional: str | None = None) -> RenderPlan:
     """Validate a render and build its job, store attributes and layout; nothing is written.
 
     ``scene``: a built-in name, a scene YAML path, a ``Scene`` or its dict. ``scm``: name, path, dict or SCM
@@ -87,7 +90,10 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     ``{class: path}`` or ``["CLASS=PATH"]``. ``meshes_dir``: a folder of per-class mesh files matched by name
     (render.meshes.find_class_meshes; classes without a file keep their stand-in, ``meshes`` entries win over
     the folder's). ``view_seeds``: 'independent' (each view has its own Cycles noise) or 'shared' (a view
-    reuses its anchor's seeds). Bad input raises a one-line ``UserError``.
+    reuses its anchor's seeds). ``view_conditional``: ``"normal:SCALE"`` or ``"laplace:SCALE"``, the views' p(z~ | z)
+    around each changed latent, truncated to its range (default: the SCM's ``transform``, SPEC's N(z, 1)); it is
+    written into the store's SCM spec, so resuming with another is refused and LT-NN training pairs use it too.
+    Bad input raises a one-line ``UserError``.
     """
     if n is not None and (not _is_int(n) or n <= 0):
         raise UserError(f"n must be a positive number of images, got {n!r}")
@@ -98,7 +104,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     if view_seeds not in VIEW_SEEDS:
         raise UserError(f"view seeds must be one of {', '.join(VIEW_SEEDS)}, got {view_seeds!r}")
     the_scene, folder = scene_with_meshes(scene, meshes, meshes_dir)
-    the_scm = _scm(scm, the_scene)
+    the_scm = with_conditional(_scm(scm, the_scene), view_conditional)
     check_scene_matches(the_scene, the_scm)
     the_settings = _settings(settings, preset)
     the_views = parse_views(views, the_scm)
@@ -240,6 +246,22 @@ def mesh_summary(scene: Scene, folder: MeshFolder | None = None) -> str:
     if folder and folder.ignored:
         line += f"; ignored (no class of that name): {', '.join(folder.ignored)}"
     return line
+
+
+def with_conditional(scm: SCM, conditional: str | None) -> SCM:
+    """``scm`` with its latent transformation's conditional set from ``"normal:SCALE"`` / ``"laplace:SCALE"``."""
+    if conditional is None:
+        return scm
+    kind, _, scale = str(conditional).partition(":")
+    try:
+        value = float(scale)
+    except ValueError:
+        value = float("nan")
+    if kind not in CONDITIONALS or not math.isfinite(value) or value <= 0:
+        raise UserError(f"--view-conditional must be KIND:SCALE with KIND one of {', '.join(CONDITIONALS)} and a "
+                        f"positive SCALE, e.g. normal:0.1, got {conditional!r}")
+    transform = {**(scm.spec.get("transform") or {}), "conditional": kind, "sigma": value}
+    return SCM({**scm.spec, "transform": transform})
 
 
 def _scm(scm: ScmArg, scene: Scene) -> SCM:
