@@ -24,7 +24,7 @@ from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
 TOP_KEYS = {"name", "scene", "stores", "train", "seeds", "evaluate", "rows", "da_style", "ceiling"}
 ROW_KEYS = {"name", "views", "paper", "train"}
-STORE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds"}
+STORE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional"}
 EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store rows to fit and score the probes on
 MIN_EVAL_ROWS = 10
 # the row `ceiling: true` (the default) adds: the same encoder, data and budget trained on the labels
@@ -90,7 +90,7 @@ def check_stores(cfg: dict[str, Any], where: str) -> None:
         seed = spec.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise UserError(f"config {where}: stores.{key}.seed must be a whole number >= 0, got {seed!r}")
-        for field_ in ("preset", "views", "view_seeds"):
+        for field_ in ("preset", "views", "view_seeds", "view_conditional"):
             if field_ in spec and spec[field_] is not None and not isinstance(spec[field_], str):
                 raise UserError(f"config {where}: stores.{key}.{field_} must be text, got {spec[field_]!r}")
 
@@ -238,7 +238,8 @@ def store_args(spec: dict[str, Any], scene: str) -> dict[str, Any]:
     """The render API's arguments for one of the config's stores."""
     return {"scene": scene, "n": spec["n"], "seed": spec.get("seed", 0), "preset": spec.get("preset", "fast"),
             "settings": {"resolution": spec["resolution"], "samples": spec["samples"]},
-            "views": spec.get("views") or None, "view_seeds": spec.get("view_seeds", "independent")}
+            "views": spec.get("views") or None, "view_seeds": spec.get("view_seeds", "independent"),
+            "view_conditional": spec.get("view_conditional")}
 
 
 def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:

@@ -49,3 +49,11 @@ def test_bad_view_conditional_is_one_line(tmp_path, value):
                 "--out", str(tmp_path / "s.zarr"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--view-conditional" in r.stderr
     assert not (tmp_path / "s.zarr").exists()
+
+
+def test_paper001_3dident_config_plans_its_stores_with_the_conditional():
+    from pipelines.compare import load_config, store_args
+
+    cfg = load_config("configs/paper001_3dident.yaml")
+    assert [r["views"] for r in cfg["rows"]] == ["lt_nn:positions+rotations+hues", "lt_exact:near", "labels"]
+    assert store_args(cfg["stores"]["train"], cfg["scene"])["view_conditional"] == "normal:0.1"
