@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,15 @@ from pipelines.files import check_output, write_atomic
 
 def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int = 20480, kernel: bool = True,
                  device: str = "auto", da_style: dict[str, Any] | None = None,
-                 figure: str | None = None) -> dict[str, Any]:
+                 figure: str | None = None, metrics: Sequence[str] = ()) -> dict[str, Any]:
     """Encode the test store with the run and score every latent; returns the report as a dict.
 
     The report's columns come from the test store's latent groups; ``da_style`` ({DA recipe: nodes, groups
     or change sets}) overrides which latents a DA recipe counts as changing (see ``evaluation.report``). Runs
     with a trained augmentation channel (CRL-TAC) also get a "channel" section (where P(T|X) puts its mass)
-    and, with ``figure``, paper 002's Fig. 3 as a PNG there.
+    and, with ``figure``, paper 002's Fig. 3 as a PNG there. ``metrics``: disentanglement metrics of the output
+    layer against the latents (``evaluation.metric_suite``: dci, dci_es, mig, sap, citris), fit and scored on the
+    same splits as the probes.
     """
     from evaluation import linear_probe_accuracy, mcc, r2_per_latent
     from evaluation.encode import encode_store, load_run
@@ -81,6 +84,11 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
             "uniformity": round(uniformity(zs), 4),  # Wang & Isola's log potential; paper 002 reports exp of it
             "table": row,
         }
+    if metrics:
+        from evaluation.metric_suite import metric_suite, parse_metrics
+
+        z = enc["output"]
+        report["metrics"] = metric_suite(parse_metrics(metrics), y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:])
     if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
         from evaluation.channel import summarise_run
 
@@ -91,6 +99,9 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
         note += (f"\nDA recipes that change no latent of this store (their columns count as content): "
                  f"{', '.join(style.unmapped)}")
     report["markdown"] = markdown(table, col_marks, note=note)
+    for name, values in report.get("metrics", {}).items():
+        report["markdown"] += f"\n{name} (output layer): " + ", ".join(
+            f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
     return report
 
 
@@ -114,6 +125,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="which latents a DA recipe changes, as nodes, groups or change sets joined by '+' "
                         "(default colour=hues, crop_large=positions, crop_small=positions, rotation=rotations, "
                         "where the store's SCM has them); repeatable")
+    p.add_argument("--metrics", metavar="NAMES",
+                   help="also disentanglement metrics of the output layer, comma-separated: dci (Lasso "
+                        "importances), dci_es (explicitness), mig (20 equal-width bins), sap, citris (R^2 diag/sep "
+                        "after matching dimensions to factors)")
     p.add_argument("--figure", metavar="PNG", help="CRL-TAC runs: draw test images over their P(T|X) here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     p.set_defaults(run=run)
@@ -136,10 +151,13 @@ def run(args: argparse.Namespace) -> int:
     if args.fit <= 0 or args.score <= 0:
         raise UserError("--fit and --score must be positive")
     da_style = parse_da_style(args.da_style)
+    from evaluation.metric_suite import parse_metrics
+
+    metrics = parse_metrics(args.metrics)  # before any work: an unknown name is one line
     out = check_output(args.out, (".json",), args.overwrite) if args.out else None
     figure = check_output(args.figure, (".png",), args.overwrite) if args.figure else None
     report = evaluate_run(args.run_dir, args.data, args.fit, args.score, kernel=not args.no_kernel, device=args.device,
-                          da_style=da_style, figure=figure)
+                          da_style=da_style, figure=figure, metrics=metrics)
     print(report["markdown"])
     if out:
         write_atomic(out, lambda p: p.write_text(json.dumps(report, indent=2, default=_jsonable) + "\n"))

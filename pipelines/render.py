@@ -48,8 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for latents, views and Cycles (default 0)")
     p.add_argument("--workers", type=int, default=None,
                    help="local worker processes, one Blender each, sharing the cores; 1 renders in this process "
-                        "without a Dask cluster (default: one per core from 224 px up, one below, and one for "
-                        "--device gpu: the fastest splits measured by benchmarks/render_bench.py)")
+                        "without a Dask cluster (default: one per 8 cores, so one on a laptop, and one for "
+                        "--device gpu; on 2 cores one 2-thread process was the fastest split at 64-224 px, "
+                        "benchmarks/render_bench.py)")
     p.add_argument("--threads", type=int, default=None,
                    help="Cycles CPU threads per worker (default: the cores split evenly between the workers; with "
                         "--scheduler, each Dask worker's thread count)")

@@ -307,16 +307,17 @@ def cpu_cores() -> int:
 
 def default_workers(resolution: int, device: str = "cpu") -> int:
     """Worker processes for a local job; each gets cores // workers Cycles threads. A GPU device: one worker (it
-    does not split the cores). Measured on 2 cores (benchmarks/render_bench.py sweeps the splits per resolution,
-    results/render_bench.json): one 2-thread process is within 5% of the best split at 64 and 128 px, two
-    1-thread processes at 224 px."""
+    does not split the cores). On the CPU one process per ``THREADS_PER_WORKER`` cores: measured on 2 cores
+    (benchmarks/render_bench.py sweeps the splits at 64, 128 and 224 px, results/render_bench.json), one 2-thread
+    process beats two 1-thread processes at every resolution (by 19%, 34% and 31%); above 8 cores the split is a
+    guess (Cycles' per-image serial work, about 5 ms, idles more threads on small images), not a measurement.
+    ``resolution`` is kept for callers and for a split that depends on it."""
     if device == "gpu":
         return 1
-    cores = cpu_cores()
-    return cores if resolution >= SPLIT_FROM_PX else max(1, cores // 2)
+    return max(1, cpu_cores() // THREADS_PER_WORKER)
 
 
-SPLIT_FROM_PX = 224  # from this resolution up, one 1-thread process per core renders faster than one process
+THREADS_PER_WORKER = 8  # cores one local render process takes before another is started (see default_workers)
 
 
 def check_bookkeeping(job: RenderJob, available: int | None = None, free_disk: int | None = None) -> None:

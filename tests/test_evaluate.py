@@ -59,3 +59,20 @@ def test_bad_inputs_exit_2(setup, tmp_path):
         r = _cli("evaluate", *args)
         assert r.returncode == 2, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
+
+
+def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
+    """--metrics dci,mig,sap on the i.i.d. run: DCI's informativeness (Lasso, test R^2) agrees with the report's own
+    linear R^2 of the output layer on the same splits; an unknown metric is one line before any work."""
+    import numpy as np
+
+    out = tmp_path / "m.json"
+    assert main(["evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",
+                 "--metrics", "dci,mig,sap", "--out", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert set(rep["metrics"]) == {"dci", "mig", "sap"} and rep["metrics"]["mig"]["n_bins"] == 20
+    linear = np.mean(list(rep["layers"]["output"]["r2_linear"].values()))
+    assert abs(rep["metrics"]["dci"]["informativeness"] - linear) < 0.1, (rep["metrics"]["dci"], linear)
+    assert "dci (output layer): disentanglement" in capsys.readouterr().out
+    r = _cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--metrics", "dci,bogus")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "unknown metric 'bogus'" in r.stderr

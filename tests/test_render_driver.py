@@ -9,12 +9,13 @@ from render import plan_render
 from render.driver import check_bookkeeping, default_workers, drain
 
 
-def test_default_split_by_resolution_and_device(monkeypatch):
+def test_default_split_by_cores_and_device(monkeypatch):
     import render.driver as d
 
-    monkeypatch.setattr(d, "cpu_cores", lambda: 8)
-    assert default_workers(64) == 4 and default_workers(128) == 4  # one process per two cores below 224 px
-    assert default_workers(224) == 8  # one per core from 224 px up
+    monkeypatch.setattr(d, "cpu_cores", lambda: 2)
+    assert default_workers(64) == 1 and default_workers(224) == 1  # one 2-thread process: measured best on 2 cores
+    monkeypatch.setattr(d, "cpu_cores", lambda: 16)
+    assert default_workers(64) == 2  # one process per 8 cores
     assert default_workers(224, "gpu") == 1 and default_workers(64, "gpu") == 1  # a GPU does not split the cores
 
 
