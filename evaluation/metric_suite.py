@@ -15,7 +15,7 @@ def _dci(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict
 
     r = dci(zf, cf, zs, cs, importance="lasso")
     return {"disentanglement": r.disentanglement, "completeness": r.completeness,
-            "informativeness": r.informativeness, "importance": r.how}
+            "informativeness": r.informativeness, "importance": r.method}
 
 
 def _dci_es(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:

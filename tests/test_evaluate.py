@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from pipelines.cli import main
@@ -62,17 +63,28 @@ def test_bad_inputs_exit_2(setup, tmp_path):
 
 
 def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
-    """--metrics dci,mig,sap on the i.i.d. run: DCI's informativeness (Lasso, test R^2) agrees with the report's own
-    linear R^2 of the output layer on the same splits; an unknown metric is one line before any work."""
-    import numpy as np
+    """--metrics dci,mig,sap on the i.i.d. run: the report's numbers are the metrics of the run's own output codes
+    against the test store's latents on the report's fit/score splits (recomputed here from the encoding); an
+    unknown metric is one line before any work."""
+    from evaluation.dci import dci
+    from evaluation.encode import encode_store, load_run
+    from evaluation.mig import mig
+    from training.data import store_info
 
     out = tmp_path / "m.json"
     assert main(["evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",
                  "--metrics", "dci,mig,sap", "--out", str(out)]) == 0
     rep = json.loads(out.read_text())
     assert set(rep["metrics"]) == {"dci", "mig", "sap"} and rep["metrics"]["mig"]["n_bins"] == 20
-    linear = np.mean(list(rep["layers"]["output"]["r2_linear"].values()))
-    assert abs(rep["metrics"]["dci"]["informativeness"] - linear) < 0.1, (rep["metrics"]["dci"], linear)
+    cfg, state = load_run(str(setup / "run"))
+    info = store_info(str(setup / "test.zarr"))
+    enc = encode_store(cfg, state, info, info.rows[:rep["n_fit"] + rep["n_score"]], device="cpu")
+    z, y, k = enc["output"], enc["latents"], rep["n_fit"]
+    want = dci(y[:k], z[:k], y[k:], z[k:])
+    assert rep["metrics"]["dci"]["disentanglement"] == pytest.approx(want.disentanglement, abs=1e-6)
+    assert rep["metrics"]["mig"]["mig"] == pytest.approx(mig(y[k:], z[k:]).score, abs=1e-9)
+    shuffled = mig(y[k:], z[k:][np.random.default_rng(0).permutation(len(z) - k)]).score
+    assert rep["metrics"]["mig"]["mig"] != pytest.approx(shuffled, abs=1e-9)  # the rows are paired, not any rows
     assert "dci (output layer): disentanglement" in capsys.readouterr().out
     r = _cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--metrics", "dci,bogus")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "unknown metric 'bogus'" in r.stderr
