@@ -118,7 +118,7 @@ def check_rows(cfg: dict[str, Any], where: str) -> None:
 
 def ceiling_name(cfg: dict[str, Any]) -> str | None:
     """The name of the row trained with the supervised objective (the ceiling), if the grid has one."""
-    section = cfg["train"] if isinstance(cfg["train"], dict) else {}
+    section = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
     for row in cfg["rows"]:
         own = row.get("train") if isinstance(row.get("train"), dict) else {}
         if {**section, **own}.get("objective") == "supervised":
@@ -417,7 +417,7 @@ def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
         paper = row.get("paper") or []
         paper = paper if len(paper) == len(cols) else [np.nan] * len(cols)
         lines.append(f"| {row['name']} | " + " | ".join(
-            f"{ours[c][0]:.2f} / {p:.2f} {verdict(ours[c][0], p, top[c][0] if top else None)}".rstrip()
+            f"{ours[c][0]:.2f} / {p:.2f} {verdict(ours[c][0], p, top[c][0]) if top else ''}".rstrip()
             for c, p in zip(cols, paper, strict=True)) + " |")
     note = "ours / paper 000 (means; nan: the row gives no paper values for these columns)"
     if top is not None:

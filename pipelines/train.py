@@ -131,9 +131,11 @@ def saved_config(out: Path, resume: bool, overwrite: bool) -> dict[str, Any] | N
 def check_resume(cfg: Any, saved: dict[str, Any], out: Path) -> None:
     """A resumed run must be the saved one: only RESUMABLE_CHANGES may differ; the store is compared by identity
     (resolved path or attributes), not as typed. Takes over the saved store path and normalisation."""
+    from training.trainer import ADDED_LATER
+
     now = asdict(cfg)
     skip = RESUMABLE_CHANGES | {"normalize", "data"}
-    diff = [k for k in now if k not in skip and saved.get(k) != now[k]]
+    diff = [k for k in now if k not in skip and saved.get(k, ADDED_LATER.get(k)) != now[k]]
     if "data" in saved and not same_store(saved["data"], cfg.data):
         diff.insert(0, "data")
     if diff:
@@ -184,7 +186,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                "  ident3d train --data stores/c3d.zarr --objective infonce --views lt_exact:hues --out runs/lt_hues\n"
                "  ident3d train --data stores/c3d.zarr --objective infonce --views lt_nn:positions --out runs/lt_nn\n"
                "  ident3d train --data stores/canvas.zarr --objective crl_tac --views learned_crop --encoder tac_cnn "
-               "--out-dim 50 --out runs/crl_tac  # paper 002 (ident3d dataset digits_canvas)",
+               "--out-dim 50 --out runs/crl_tac  # paper 002 (ident3d dataset digits_canvas)\n"
+               "  ident3d train --data stores/digits.zarr --objective simvae --views paper004_grey --n-views 10 "
+               "--encoder mlp_vae --encoder-arg channels=1 --out runs/simvae_j10  # paper 004's J = 10",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--list", action="store_true", help="list objectives, view makers and encoders, then exit")
     p.add_argument("--data", metavar="STORE", help="training store (from ident3d render)")
@@ -192,6 +196,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--objective", default="infonce", help="objective name (default infonce)")
     p.add_argument("--views", default="crop_large+colour",
                    help="view maker: DA recipe(s) like crop_large+colour, lt_exact:VIEW or lt_nn:CHANGE")
+    p.add_argument("--n-views", type=int, default=2, metavar="J",
+                   help="views per image (default 2): J >= 2 independently augmented views from a DA view maker, "
+                        "for the objectives that take J views (simvae, vae, beta_vae; paper 004 uses J = 10)")
     p.add_argument("--encoder", default=AUTO,
                    help=f"encoder name (default auto: {DEVICE_DEFAULTS['cpu']['encoder']} on a CPU, "
                         f"{DEVICE_DEFAULTS['cuda']['encoder']} on CUDA)")
@@ -235,7 +242,8 @@ def start_line(cfg: Any, auto: list[str]) -> str:
     device = pick_device(cfg.device).type
     chosen = {"encoder": cfg.encoder, "steps": f"{cfg.steps} steps", "batch_size": f"batch {cfg.batch_size}",
               "lr": f"lr {cfg.lr:g}"}
-    text = f"training {cfg.objective} with {cfg.views} on {device}: " + ", ".join(chosen.values())
+    views = cfg.views if cfg.n_views == 2 else f"{cfg.views} x {cfg.n_views} views"
+    text = f"training {cfg.objective} with {views} on {device}: " + ", ".join(chosen.values())
     if auto:
         flags = "/".join("--" + k.replace("_", "-") for k in auto)
         text += f" (auto defaults for {device}; set {flags} to change)"
@@ -248,8 +256,8 @@ def check_early(cfg: Any) -> None:
     from training.components import check_components
     from training.views import Normalize, make_view_maker
 
-    make_view_maker(cfg.views, Normalize((0.0,) * 3, (1.0,) * 3))
-    check_components(cfg, image_size=64)
+    make_view_maker(cfg.views, Normalize((0.0,) * 3, (1.0,) * 3), n_views=cfg.n_views)
+    check_components(cfg, image_size=64)  # also refuses --n-views J for an objective that takes a fixed count
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from training.objectives import OBJECTIVES
 from training.objectives.base import Objective
 from training.registry import FIXED_ARGS
 from training.views import Normalize, ViewMaker, make_view_maker
+from training.views.base import DEFAULT_VIEWS
 
 
 @dataclass
@@ -79,6 +80,8 @@ def check_numbers(cfg: Any, flag: Any = lambda key: "--" + key.replace("_", "-")
         raise bad("schedule", f"one of {', '.join(SCHEDULES)}", "cosine")
     if not isinstance(cfg.num_workers, int) or cfg.num_workers < 0:
         raise bad("num_workers", "a whole number >= 0", "0")
+    if not isinstance(cfg.n_views, int) or isinstance(cfg.n_views, bool) or cfg.n_views < 2:
+        raise bad("n_views", "a whole number >= 2", "10")
     for key in ("amp", "allow_partial", "tensorboard"):
         if not isinstance(getattr(cfg, key), bool):
             raise UserError(f"{flag(key)} must be true or false, got {getattr(cfg, key)!r}")
@@ -106,12 +109,24 @@ def resolve_args(cfg: Any) -> tuple[type[Objective], type[Encoder]]:
     return objective_cls, encoder_cls
 
 
+def check_view_count(cfg: Any, objective_cls: type) -> None:
+    """Refuse ``--n-views J`` != 2 for an objective whose loss is written for its fixed views (a pair, mostly),
+    naming the objectives that take J views."""
+    if cfg.n_views != DEFAULT_VIEWS and not getattr(objective_cls, "any_views", False):
+        takes = ", ".join(n for n in OBJECTIVES.names() if getattr(OBJECTIVES.get(n), "any_views", False))
+        raise UserError(f"--n-views {cfg.n_views}: objective {cfg.objective} takes {objective_cls.n_views} views "
+                        f"(use --n-views {DEFAULT_VIEWS}); objectives that take J views: {takes}")
+
+
 def check_components(cfg: Any, image_size: int, input_kind: str = "image",
                      in_dim: int | None = None) -> tuple[Encoder, Objective]:
     """Build the encoder and objective of ``cfg`` once (on no data) to check names, keys and values early:
     a bad --hp or --encoder-arg fails here, before a store is read or a run directory is made. Vector encoders
-    (``input_kind="vector"``, synthetic data) get ``in_dim`` unless the config sets it."""
+    (``input_kind="vector"``, synthetic data) get ``in_dim`` unless the config sets it; image runs also check
+    ``n_views`` against the objective (a synthetic source decides its own view count)."""
     objective_cls, encoder_cls = resolve_args(cfg)
+    if input_kind == "image":
+        check_view_count(cfg, objective_cls)
     if encoder_cls.input_kind != input_kind:
         use = "cnn or resnet18 for a store" if input_kind == "image" else "mlp (or gin) for synthetic data"
         raise UserError(f"encoder {cfg.encoder} takes {encoder_cls.input_kind}s, not {input_kind}s; use {use}")
@@ -138,7 +153,8 @@ def build_views(cfg: Any, info: StoreInfo) -> ViewMaker:
     if not cfg.normalize:
         mean, std = image_stats(info)
         cfg.normalize = {"mean": list(mean), "std": list(std)}
-    views = make_view_maker(cfg.views, Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"])))
+    views = make_view_maker(cfg.views, Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"])),
+                            n_views=cfg.n_views)
     for key in views.requires:
         if key.startswith("views/") and key.split("/")[1] not in info.views:
             have = ", ".join(info.views) or "none"
@@ -168,12 +184,13 @@ def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, dev
 
         return build_synthetic_run(cfg, start_batch, rank, world, device)
     objective_cls = OBJECTIVES.get(cfg.objective)
+    check_view_count(cfg, objective_cls)
     info = store_info(cfg.data, allow_partial=cfg.allow_partial, split=cfg.split)
     views = build_views(cfg, info)
     check_pairing(cfg, objective_cls, views)
-    if views.n_views != objective_cls.n_views:
-        raise UserError(f"objective {cfg.objective} needs {objective_cls.n_views} views, {cfg.views} makes "
-                        f"{views.n_views}")
+    need = cfg.n_views if objective_cls.any_views else objective_cls.n_views
+    if views.n_views != need:
+        raise UserError(f"objective {cfg.objective} needs {need} views, {cfg.views} makes {views.n_views}")
     if hasattr(objective_cls, "store_args"):  # what the objective takes from the data (the supervised ceiling)
         cfg.objective_args = {**objective_cls.store_args(store_latents(info), len(info.class_names or [])),
                               **cfg.objective_args}

@@ -94,6 +94,7 @@ class TrainConfig:
     data: str
     objective: str = "infonce"
     views: str = "crop_large+colour"
+    n_views: int = 2  # views per anchor (J): DA view makers make any J >= 2 for objectives with ``any_views``
     encoder: str = "resnet18"
     out_dim: int = 10
     constraint: str = "none"
@@ -117,6 +118,10 @@ class TrainConfig:
     warmup_steps: int = 0  # linear warm-up from lr / warmup_steps to lr
     source: dict[str, Any] = field(default_factory=dict)  # data == "synthetic": the source spec (training.synthetic)
 
+
+# TrainConfig fields added after runs and grid cells were first saved, with the value a saved config without one
+# had: a resumed run compares against it, and a cell's key leaves the field out while it has it (old cells stay valid)
+ADDED_LATER: dict[str, Any] = {"n_views": 2}
 
 SCHEDULES = ("constant", "cosine", "step")
 STEP_DROP_AT = 50 / 80  # "step": lr x 0.1 for the last 30 of 80 epochs, paper 003's GIN schedule

@@ -21,8 +21,10 @@ class SimVAE(GenerativeObjective):
         decoder_width: first width of the conv decoder, halved per up-sampling block (default 256, paper 004).
         prior_var: variance of each view's latent around the views' mean (default 0.15, paper 004).
     The entropy is the exact Gaussian entropy 0.5 sum log(2 pi e var) (paper 004's official code scales it by
-    2 pi). The trainer's view makers make J = 2 views; ``simvae_terms`` takes any J (the paper uses 10).
+    2 pi). Takes any J >= 2 views per anchor (``--n-views J`` with a DA view maker; default 2, the paper uses 10).
     """
+
+    any_views = True  # simvae_terms sums over the J stacked views
 
     def __init__(self, encoder: nn.Module, *, lik_var: Positive = 0.02, prior_var: Positive = 0.15,
                  decoder_width: DecoderWidth = 256):

@@ -21,7 +21,10 @@ class VAE(GenerativeObjective):
         decoder_width: first width of the conv decoder, halved per up-sampling block (default 256, paper 004).
         beta: weight of the KL term (default 1: the plain VAE).
     Needs an encoder that records its image size (mlp_vae, resnet_vae); the encoder's output is the posterior mean.
+    Takes any J >= 2 views (``--n-views J``): each is its own data point.
     """
+
+    any_views = True  # the loss averages over however many views come
 
     def __init__(self, encoder: nn.Module, *, lik_var: Positive = 0.02, beta: NonNegative = 1.0,
                  decoder_width: DecoderWidth = 256):

@@ -62,6 +62,9 @@ def build_synthetic_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: in
                         device: torch.device | str = "cpu") -> Run:
     """Source, views, encoder (input size = the source's) and objective of a synthetic run, validated."""
     source = source_of(cfg, device)
+    if cfg.n_views not in (2, source.n_views):  # 2: the default, whatever the source makes
+        raise UserError(f"n_views {cfg.n_views}: the synthetic source {cfg.source['kind']} makes {source.n_views} "
+                        "views per anchor; its own settings (e.g. set_size) decide the count")
     if cfg.batch_size % world:
         raise UserError(f"--batch-size {cfg.batch_size} must be divisible by the {world} processes")
     objective_cls = OBJECTIVES.get(cfg.objective)

@@ -158,9 +158,11 @@ def make_stage(name: str) -> Stage:
 
 
 class DAViewMaker(ViewMaker):
-    """Two independently augmented views of the same images (z~ = z), normalised; recipes combine with '+'."""
+    """J independently augmented views of the same images (z~ = z; J = n_views, 2 by default), normalised;
+    recipes combine with '+'."""
 
     recipes: ClassVar[tuple[str, ...]] = ()
+    any_views = True
 
     def __init__(self, normalize: Normalize, recipes: Sequence[str] | None = None, **options: Any):
         super().__init__(normalize, **options)
@@ -168,6 +170,9 @@ class DAViewMaker(ViewMaker):
         kinds = [s.kind for s in stages]
         if len(set(kinds)) != len(kinds):
             raise UserError(f"DA recipes {'+'.join(s.name for s in stages)} repeat a kind (one crop at most)")
+        if self.n_views != 2 and "rotation" in kinds:
+            raise UserError(f"--n-views {self.n_views}: the rotation recipe makes exactly 2 views (two different "
+                            "quarter turns); use --n-views 2 or crop/colour recipes for J views")
         self.stages = sorted(stages, key=lambda s: STAGE_ORDER.index(s.kind))
         self.spec = "+".join(s.name for s in self.stages) or "none"
 
@@ -214,4 +219,5 @@ class Rotation(DAViewMaker):
     """Two different rotations from {0, 90, 180, 270} degrees."""
 
     recipes = ("rotation",)
+    any_views = False  # its two views differ by construction: always exactly two
 

@@ -3,7 +3,8 @@
 A batch is a dict of tensors already on the training device: ``images`` uint8 (B, H, W, 3),
 ``latents`` float32 (B, D), optionally ``classes`` (B,), ``index`` (B,) and, for stores with exact
 LT pairs, ``views/NAME/images`` etc. A view maker returns ``n_views`` float tensors (B, 3, H, W),
-normalised with the store's statistics. View makers are registered by name in
+normalised with the store's statistics: a fixed count, or, for makers with ``any_views`` (the DA makers), the
+J >= 2 of ``--n-views J`` (``TrainConfig.n_views``). View makers are registered by name in
 ``training.registry.VIEWS``; ``A+B`` combines recipes (see ``training.views.make_view_maker``).
 """
 
@@ -12,6 +13,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+
+from causal.errors import UserError
+
+DEFAULT_VIEWS = 2  # --n-views default: every view maker's own count (J = 2 for the ones that take any J)
 
 
 def to_float(images: torch.Tensor) -> torch.Tensor:
@@ -35,11 +40,18 @@ class ViewMaker:
     """Base class: ``__call__(batch, generator) -> list of n_views normalised float image batches``."""
 
     registry_name: ClassVar[str]
-    n_views: ClassVar[int] = 2
+    n_views: int = 2  # views per anchor: a fixed count, or the instance's J where ``any_views``
+    any_views: ClassVar[bool] = False  # makes any J >= 2 independently drawn views (``--n-views J``)
     requires: ClassVar[tuple[str, ...]] = ()  # store arrays the maker needs, e.g. ("views/hues/images",)
     objective: ClassVar[str | None] = None  # the one objective this maker feeds, if its views are not images
 
-    def __init__(self, normalize: Normalize, **options: Any):
+    def __init__(self, normalize: Normalize, n_views: int = DEFAULT_VIEWS, **options: Any):
+        if n_views != DEFAULT_VIEWS and not self.any_views:
+            raise UserError(f"--n-views {n_views}: view maker {getattr(self, 'registry_name', type(self).__name__)} "
+                            f"makes a fixed set of views (use --n-views {DEFAULT_VIEWS}); only DA view makers (crops, "
+                            "colour, none, paper004_*, not rotation) make J views")
+        if self.any_views:
+            self.n_views = n_views
         self.normalize = normalize
         self.options = options
         self.last_params: dict[str, torch.Tensor] = {}  # sampled parameters of the last call, for logging
