@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 import yaml
-from paper001_table import PAPER_MEAN_R2, table as paper001_summary
+from paper001_table import PAPER_MEAN_R2
+from paper001_table import table as paper001_summary
 
-from pipelines.compare import CEILING_ROW, MATCH, verdict
+from evaluation.ceiling import CEILING_NAME, MATCH, verdict
 
 PAPER000_ROWS = ("LT: change hues", "DA: crop (large) + colour distortion", "LT: change positions + hues")
 
@@ -71,7 +72,7 @@ def paper000_points(points: list[tuple[Path, Path]]) -> dict[str, Any]:
         cfg = yaml.safe_load(cfg_path.read_text())
         summary = json.loads((run / "table.json").read_text())
         rows = {name: {c: v[0] for c, v in summary["table"][name].items()}
-                for name in (*PAPER000_ROWS, CEILING_ROW["name"]) if name in summary["table"]}
+                for name in (*PAPER000_ROWS, CEILING_NAME) if name in summary["table"]}
         paper.update({r["name"]: dict(zip(summary["columns"], r["paper"], strict=True))
                       for r in cfg["rows"] if r["name"] in PAPER000_ROWS and r.get("paper")})
         out.append({"config": str(cfg_path), "run": str(run), "scale": scale_of(cfg), "columns": summary["columns"],
@@ -83,7 +84,7 @@ def paper000_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Each paper-000 cell of the three rows at the largest point: ours, paper's, the ceiling, compare's verdict
     (=, +, bounded, open) and the trend over the points."""
     pts = data["points"]
-    last, ceiling = pts[-1], CEILING_ROW["name"]
+    last, ceiling = pts[-1], CEILING_NAME
     xs = [p["scale"]["pixels_seen"] for p in pts]
     facts = []
     for row, cols in data["paper"].items():
@@ -145,19 +146,19 @@ def figure(p001: dict[str, Any] | None, p000: dict[str, Any] | None, path: Path)
     if p000:
         xs = [p["scale"]["pixels_seen"] for p in p000["points"]]
         cols = p000["points"][-1]["columns"]
-        for row in (CEILING_ROW["name"], *PAPER000_ROWS):
+        for row in (CEILING_NAME, *PAPER000_ROWS):
             ax, fx = axes[0][k], axes[1][k]
             for col in cols:
                 ys = [p["rows"].get(row, {}).get(col, math.nan) for p in p000["points"]]
                 line, = ax.plot(xs, ys, "o-", label=col, lw=1)
                 if row in p000["paper"]:
                     ax.plot([xs[-1] * 1.6], [p000["paper"][row][col]], "_", c=line.get_color(), ms=12, mew=2)
-                    top = [p["rows"].get(CEILING_ROW["name"], {}).get(col, math.nan) for p in p000["points"]]
+                    top = [p["rows"].get(CEILING_NAME, {}).get(col, math.nan) for p in p000["points"]]
                     fx.plot(xs, [y / t if t > 0 else math.nan for y, t in zip(ys, top, strict=True)], "o-", lw=1,
                             c=line.get_color())
             ax.set_title(f"paper 000: {row}" + (" (dash: paper)" if row in p000["paper"] else ""), fontsize=8)
             fx.set_title(f"{row}: fraction of the ceiling" if row in p000["paper"] else "", fontsize=8)
-            if row == CEILING_ROW["name"]:
+            if row == CEILING_NAME:
                 ax.legend(fontsize=6)
                 fx.axis("off")
             k += 1

@@ -21,7 +21,8 @@ import numpy as np
 from PIL import Image
 
 # isort: off
-import bpy  # must come first: it makes bmesh and mathutils importable
+import render.bpy_module  # noqa: F401  (bpy, with Blender's script folders last on sys.path)
+import bpy
 import bmesh
 from mathutils import Vector
 
@@ -32,16 +33,6 @@ from render.meshes import class_mesh
 from render.scene import Light, Material, Pose, Scene, load_scene, pose, scene_from_dict
 from render.settings import PRESETS, RenderSettings
 
-
-def _blender_paths_last() -> None:
-    """bpy puts its script folders first on sys.path; processes spawned later (Dask workers) inherit that
-    order and would import the scripts' ``bpy`` package instead of the module. Keep them, but last."""
-    root = str(Path(bpy.__file__).parents[4])  # site-packages/bpy
-    ours = [p for p in sys.path if p.startswith(root) or f"{os.sep}blender{os.sep}" in p]
-    sys.path[:] = [p for p in sys.path if p not in ours] + ours
-
-
-_blender_paths_last()
 GPU_BACKENDS = ("OPTIX", "CUDA", "HIP", "ONEAPI", "METAL")
 SEED_MODULUS = 2**31  # cycles.seed is a signed 32-bit int
 SEQUENCE_FRAMES = 8  # frames per animation render (benchmarks/render_profile.py: most of the gain, short Ctrl-C wait)

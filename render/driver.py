@@ -174,8 +174,9 @@ def _anchors(job: RenderJob, scm: SCM, group: Any, start: int, stop: int) -> Sam
 
 @dataclass(frozen=True)
 class ChunkFailure:
-    """A chunk failed for a reason no retry can fix (bad scene, mesh or data, full disk): returned by the task as
-    a value, not raised, so Dask neither retries it nor logs a traceback; the driver stops the run with it."""
+    """A chunk failed for a reason no retry can fix (bad scene, mesh or data, a corrupt PNG, full disk): returned
+    by a render or import task as a value, not raised, so Dask neither retries it nor logs a traceback; the
+    driver stops the run with its one line."""
 
     k: int
     message: str

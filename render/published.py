@@ -38,7 +38,7 @@ import numpy as np
 
 from causal import SCM, load_scm
 from causal.errors import ParameterError, UserError
-from render.driver import CONNECT_TIMEOUT_S
+from render.driver import CONNECT_TIMEOUT_S, ChunkFailure
 from render.latents_io import GivenLatents, check, load_numpy
 from render.meshes import file_sha256
 from render.store import (
@@ -292,15 +292,6 @@ class ImportJob:
     chunk_size: int
     height: int
     width: int
-
-
-@dataclass(frozen=True)
-class ChunkFailure:
-    """A chunk that cannot succeed (a corrupt PNG, a full disk): returned, not raised, so Dask logs no traceback;
-    the driver stops the import with its one-line message."""
-
-    k: int
-    message: str
 
 
 def decode_png(path: str, size: tuple[int, int]) -> np.ndarray:

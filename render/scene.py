@@ -21,7 +21,7 @@ from causal.errors import UserError
 from render.meshes import BUILTIN_MESHES
 
 SCENES_DIR = Path(__file__).with_name("scenes")
-BUILTIN_SCENES = ("3dident", "causal3dident")
+BUILTIN_SCENES = tuple(sorted(p.stem for p in SCENES_DIR.glob("*.yaml")))  # a new scene: one YAML file there
 # raw latent columns, in the order the causal module samples them
 LATENT_NAMES = (
     "pos_x", "pos_y", "pos_z", "rot_alpha", "rot_beta", "rot_gamma", "spot_angle", "obj_hue", "spot_hue", "bg_hue",

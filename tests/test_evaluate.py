@@ -41,7 +41,9 @@ def test_report_marks_style_by_view_maker_and_scores_latents(setup, capsys):
     r2 = rep["layers"]["inner"]["r2_kernel"]
     hues, positions = [r2[k] for k in ("obj_hue", "spot_hue", "bg_hue")], [r2[k] for k in ("pos_x", "pos_y")]
     assert max(hues) < 0.25 and sum(positions) / 2 > max(hues) + 0.2, r2
-    assert 0 <= layer["class_accuracy"] <= 1 and rep["n_fit"] == 32 and rep["n_score"] == 64
+    assert rep["n_fit"] == 32 and rep["n_score"] == 64
+    hits = layer["class_accuracy"] * 64  # the probe's accuracy is counted over the 64 scored images
+    assert hits == pytest.approx(round(hits), abs=1e-9) and 0 < round(hits) <= 64
 
 
 def _cli(*args):

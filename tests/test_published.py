@@ -328,7 +328,8 @@ def test_lt_nn_training_and_evaluation_on_an_imported_causal3dident_store(tmp_pa
     out = report["layers"]["output"]
     names = zarr.open_group(str(store), mode="r").attrs["latent_names"]
     assert list(out["r2_linear"]) == names and all(np.isfinite(v) for v in out["r2_linear"].values())
-    assert out["class_accuracy"] is not None and 0 <= out["class_accuracy"] <= 1
+    hits = out["class_accuracy"] * report["n_score"]  # counted over the scored images
+    assert hits == pytest.approx(round(hits), abs=1e-9) and 0 < round(hits) <= report["n_score"]
     assert report["style_latents"] == ["bg_hue", "obj_hue", "spot_hue"]
 
 

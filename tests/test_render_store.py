@@ -58,8 +58,21 @@ def test_store_is_self_describing_and_matches_the_scm(reference):
     assert imgs.shape == (10, 32, 32, 3) and imgs.dtype == np.uint8 and g["done"][:].all()
     assert len({im.tobytes() for im in imgs}) == 10 and imgs.std() > 10  # real, distinct renders
     # the hue view differs from its anchor in colour, not in geometry (no position change)
-    diff = np.abs(g["views/hues/images"][:].astype(int) - imgs.astype(int))
-    assert diff.mean() > 5
+    views = g["views/hues/images"][:]
+    assert np.abs(views.astype(int) - imgs.astype(int)).mean() > 5
+    same = [edge_correlation(imgs[i], views[i]) for i in range(10)]
+    shuffled = [edge_correlation(imgs[i], views[(i + 1) % 10]) for i in range(10)]  # another scene's geometry
+    assert min(same) > 0.7 and max(shuffled) < 0.6, (same, shuffled)
+
+
+def edge_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Correlation of two images' edge maps (summed colour change to the right and below neighbours): where
+    surfaces meet, i.e. the geometry, whatever their colours."""
+    def edges(x: np.ndarray) -> np.ndarray:
+        x = x.astype(float)
+        return (np.abs(np.diff(x, axis=1)).sum(-1)[:-1, :] + np.abs(np.diff(x, axis=0)).sum(-1)[:, :-1]).ravel()
+
+    return float(np.corrcoef(edges(a), edges(b))[0, 1])
 
 
 def test_workers_and_chunk_sizes_give_identical_arrays(reference, tmp_path):

@@ -96,7 +96,8 @@ def test_supervised_on_a_synthetic_source_recovers_its_latents(tmp_path):
 
 
 def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
-    from pipelines.compare import CEILING_ROW, ceiling_fractions, check_config, load_config, side_by_side, verdict
+    from evaluation.ceiling import ceiling_fractions, verdict
+    from pipelines.compare import CEILING_ROW, check_config, load_config, side_by_side
 
     cfg = load_config("configs/da_vs_lt_small.yaml")
     assert cfg["rows"][-1] == CEILING_ROW and len(cfg["rows"]) == 13

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from causal.errors import UserError
-from training.encoders import Encoder
+from training.encoder_base import Encoder
 from training.hparams import Counts
 from training.registry import ENCODERS
 

@@ -38,6 +38,10 @@ class Registry:
 
         return deco
 
+    def unregister(self, name: str) -> None:
+        """Remove an entry (a test's own registration, undone when the test ends)."""
+        del self._items[name]
+
     def get(self, name: str) -> type:
         if name not in self._items:
             raise UserError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(sorted(self._items))} "

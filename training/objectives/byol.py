@@ -7,8 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from training.hparams import Count, Unit
-from training.objectives.base import Objective
-from training.objectives.functional import cosine_momentum, ema_update_, frozen_copy
+from training.objectives.momentum import MomentumObjective
 from training.registry import OBJECTIVES
 
 
@@ -23,7 +22,7 @@ def make_predictor(dim: int, hidden: int) -> nn.Sequential:
 
 
 @OBJECTIVES.register("byol")
-class BYOL(Objective):
+class BYOL(MomentumObjective):
     """BYOL: 2 - 2 cos(predictor(online(x1)), stopgrad(target(x2))), symmetrised; target EMA 0.99 -> 1.
 
     Hyperparameters:
@@ -39,6 +38,8 @@ class BYOL(Objective):
     per rank (a different, but still valid, loss than a single process with the global batch).
     """
 
+    ema_name = "target_encoder"
+
     def __init__(
         self,
         encoder: nn.Module,
@@ -50,8 +51,7 @@ class BYOL(Objective):
         dim = int(encoder.out_dim)
         hidden = 4 * dim if pred_hidden is None else int(pred_hidden)
         super().__init__(encoder, pred_hidden=hidden, momentum_start=momentum_start, momentum_end=momentum_end)
-        self.momentum_start, self.momentum_end = float(momentum_start), float(momentum_end)
-        self.target_encoder = frozen_copy(encoder)
+        self.init_momentum(encoder, momentum_start, momentum_end)
         self.predictor = make_predictor(dim, hidden)
         param = next(encoder.parameters(), None)
         if param is not None:
@@ -69,13 +69,3 @@ class BYOL(Objective):
         l12, l21 = byol_loss(p1, t2), byol_loss(p2, t1)
         cos = 1.0 - 0.25 * (l12 + l21)
         return {"loss": l12 + l21, "pos_sim": cos.detach()}
-
-    @torch.no_grad()
-    def momentum(self, step: int, total_steps: int) -> float:
-        """The target encoder's EMA momentum after optimiser step ``step`` of ``total_steps``."""
-        return cosine_momentum(step, total_steps, self.momentum_start, self.momentum_end)
-
-    @torch.no_grad()
-    def after_step(self, step: int, total_steps: int) -> None:
-        """EMA-update the target encoder on the cosine schedule."""
-        ema_update_(self.target_encoder, self.encoder, self.momentum(step, total_steps))

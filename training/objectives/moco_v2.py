@@ -8,8 +8,7 @@ from torch import nn
 
 from training.distributed import gather_no_grad
 from training.hparams import Count, Positive, Unit
-from training.objectives.base import Objective
-from training.objectives.functional import cosine_momentum, ema_update_, frozen_copy
+from training.objectives.momentum import MomentumObjective
 from training.registry import OBJECTIVES
 
 
@@ -22,7 +21,7 @@ def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, tau: float)
 
 
 @OBJECTIVES.register("moco_v2")
-class MoCoV2(Objective):
+class MoCoV2(MomentumObjective):
     """MoCo v2: momentum key encoder (EMA 0.99 -> 0.999, cosine) and a queue of negative keys, symmetrised.
 
     Hyperparameters:
@@ -42,6 +41,8 @@ class MoCoV2(Objective):
     converts on CUDA).
     """
 
+    ema_name = "key_encoder"
+
     def __init__(
         self,
         encoder: nn.Module,
@@ -54,8 +55,8 @@ class MoCoV2(Objective):
         super().__init__(
             encoder, tau=tau, queue_size=queue_size, momentum_start=momentum_start, momentum_end=momentum_end
         )
-        self.tau, self.momentum_start, self.momentum_end = float(tau), float(momentum_start), float(momentum_end)
-        self.key_encoder = frozen_copy(encoder)
+        self.tau = float(tau)
+        self.init_momentum(encoder, momentum_start, momentum_end)
         param = next(encoder.parameters(), None)
         like = {} if param is None else {"device": param.device, "dtype": param.dtype}
         queue = torch.randn(int(queue_size), int(encoder.out_dim), **like)
@@ -79,11 +80,6 @@ class MoCoV2(Objective):
         return {"loss": loss, "pos_sim": pos_sim.detach()}
 
     @torch.no_grad()
-    def momentum(self, step: int, total_steps: int) -> float:
-        """The key encoder's EMA momentum after optimiser step ``step`` of ``total_steps``."""
-        return cosine_momentum(step, total_steps, self.momentum_start, self.momentum_end)
-
-    @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
         """Write keys into the ring buffer at ``queue_ptr`` (wrapping around), oldest keys overwritten."""
         size = self.queue.shape[0]
@@ -95,7 +91,7 @@ class MoCoV2(Objective):
     @torch.no_grad()
     def after_step(self, step: int, total_steps: int) -> None:
         """EMA-update the key encoder on the cosine schedule, then enqueue the last step's keys."""
-        ema_update_(self.key_encoder, self.encoder, self.momentum(step, total_steps))
+        super().after_step(step, total_steps)
         if self._pending_keys is not None:
             self.enqueue(self._pending_keys)
             self._pending_keys = None

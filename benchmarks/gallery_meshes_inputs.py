@@ -1,5 +1,5 @@
 """Inputs of the meshes gallery: a --meshes-dir of generated meshes (no real scans are shipped) and 7 latent rows,
-one per Causal3DIdent class. Usage: ``python results/gallery_meshes/make_inputs.py OUT_DIR`` writes
+one per Causal3DIdent class. Usage: ``python benchmarks/gallery_meshes_inputs.py OUT_DIR`` writes
 ``OUT_DIR/meshes/`` and ``OUT_DIR/latents.csv`` (commands in this folder's README.md)."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def write_latents(path: Path) -> Path:
 def main(argv: list[str]) -> int:
     """Write OUT_DIR/meshes/ and OUT_DIR/latents.csv."""
     if len(argv) != 1:
-        print("usage: python results/gallery_meshes/make_inputs.py OUT_DIR", file=sys.stderr)
+        print("usage: python benchmarks/gallery_meshes_inputs.py OUT_DIR", file=sys.stderr)
         return 2
     out = Path(argv[0])
     for path in [*write_meshes(out / "meshes"), write_latents(out / "latents.csv")]:
