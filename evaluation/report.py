@@ -12,13 +12,16 @@ causal3dident store gives exactly the paper's 7 columns and the paper's numbers 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from causal import load_scm
 from causal.errors import UserError
+from training.views import Normalize, make_view_maker
+from training.views.augment import DA_RECIPES
+from training.views.base import Style
 
 # paper 000's Causal3DIdent table, in its order; "Class" is the class-probe accuracy
 PAPER_COLUMNS = ("Class", "positions: object", "positions: spotlight", "hues: object", "hues: spotlight",
@@ -27,10 +30,7 @@ PAPER_COLUMNS = ("Class", "positions: object", "positions: spotlight", "hues: ob
 PAPER_LATENTS = frozenset({"pos_x", "pos_y", "pos_z", "rot_alpha", "rot_beta", "rot_gamma", "spot_angle",
                            "obj_hue", "spot_hue", "bg_hue"})
 PAPER_PART_LABELS = {"pos": "object", "rot": "object", "obj": "object", "spot": "spotlight", "bg": "background"}
-# DA recipe -> the change sets / groups / nodes it is meant to alter (paper 000's analogy of DA and LT
-# rows); resolved through the store's SCM, so a scene without e.g. a `hues` group maps colour to nothing
-DA_DEFAULT_STYLE: dict[str, tuple[str, ...]] = {"colour": ("hues",), "crop_large": ("positions",),
-                                                "crop_small": ("positions",), "rotation": ("rotations",)}
+IDENTITY = Normalize((0.0,) * 3, (1.0,) * 3)  # a view maker built only to ask what it changes
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,6 @@ class Column:
     title: str
     latents: tuple[str, ...]
     group: str | None = None  # None: a latent in no group
-
-
-@dataclass
-class Style:
-    """What the run's view maker changes: its style latents, what each DA recipe was mapped to and the
-    DA recipes that map to no latent of the store (their would-be columns stay content)."""
-
-    latents: set[str]
-    da_map: dict[str, list[str]] = field(default_factory=dict)
-    unmapped: list[str] = field(default_factory=list)
 
 
 def part_labels(latent_names: Sequence[str]) -> dict[str, str]:
@@ -122,9 +112,8 @@ def check_da_style(da_style: Any, where: str) -> dict[str, list[str]]:
         raise UserError(f"{where}: da_style must map a DA recipe to latents, groups or change sets, got {da_style!r}")
     out: dict[str, list[str]] = {}
     for recipe, names in da_style.items():
-        if recipe not in DA_DEFAULT_STYLE:
-            raise UserError(f"{where}: da_style: unknown DA recipe {recipe!r}; "
-                            f"choose from {', '.join(DA_DEFAULT_STYLE)}")
+        if recipe not in DA_RECIPES:
+            raise UserError(f"{where}: da_style: unknown DA recipe {recipe!r}; choose from {', '.join(DA_RECIPES)}")
         items = [names] if isinstance(names, str) else names
         if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
             raise UserError(f"{where}: da_style {recipe}: give a name or a list of names, got {names!r}")
@@ -148,33 +137,12 @@ def resolve_style(views: str, scm_spec: Mapping[str, Any], stored_views: Mapping
                   da_style: Mapping[str, Any] | None = None) -> Style:
     """The latents the run's view maker changes between views (its style); the rest is content.
 
-    LT: the stored view's change set (``lt_exact:VIEW``) or the SCM's change set (``lt_nn:CHANGE``). DA:
-    each recipe's targets (``da_style`` overrides :data:`DA_DEFAULT_STYLE`), resolved through the SCM's
-    change sets, groups and nodes; a default target the SCM does not have maps to nothing, an override
-    that names an unknown node is an error.
+    The view maker answers (``ViewMaker.style``): LT makers their change set, DA makers their recipes' targets
+    (``da_style`` overrides a recipe's, and an override naming an unknown node is an error) resolved through the
+    SCM's change sets, groups and nodes. An unknown view maker is an error, never all-content.
     """
-    name, _, arg = views.partition(":")
-    scm = load_scm(scm_spec)
-    latents = set(scm.names)
-    if name == "lt_exact":  # the stored view's change set (view names are often change-set names)
-        return Style(set(stored_views[arg]) if arg in stored_views else set(scm.resolve(arg)) & latents)
-    if name == "lt_nn":
-        return Style(set(scm.resolve(arg)) & latents)
     override = check_da_style_names(da_style, scm_spec, "da_style")
-    style = Style(set())
-    for recipe in (r.strip() for r in views.split("+")):
-        if recipe not in DA_DEFAULT_STYLE:
-            continue  # e.g. "none": changes nothing
-        if recipe in override:
-            mapped = override[recipe]
-        else:
-            known = [t for t in DA_DEFAULT_STYLE[recipe] if t in scm.change_sets or t in scm.groups or t in scm.nodes]
-            mapped = [n for n in scm.resolve(known) if n in latents] if known else []
-        style.da_map[recipe] = mapped
-        style.latents |= set(mapped)
-        if not mapped:
-            style.unmapped.append(recipe)
-    return style
+    return make_view_maker(views, IDENTITY).style(load_scm(scm_spec), stored_views, override)
 
 
 def style_latents(views: str, scm_spec: Mapping[str, Any], stored_views: Mapping[str, Sequence[str]],

@@ -45,7 +45,7 @@ def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
     """(representation (n, D), true latents (n, L), source) of held-out draw ``seed`` of a synthetic run's source,
     encoded with the run's trained weights."""
     from evaluation.encode import load_run
-    from training.components import check_components
+    from training.parts import check_components
     from training.synthetic.run import source_of
 
     cfg, state = load_run(run_dir)

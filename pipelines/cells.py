@@ -27,7 +27,7 @@ def run_settings(train_config: Any, drop: tuple[str, ...] = ()) -> dict[str, Any
     """A TrainConfig as the settings that shape its result: hyperparameters and encoder options checked and in
     their declared types (``tau: 1`` and ``tau: 1.0`` are one setting), without ``RUN_ONLY`` and ``drop``, and
     without a field added later while it has the value older cells had (``training.trainer.ADDED_LATER``)."""
-    from training.components import resolve_args
+    from training.parts import resolve_args
     from training.trainer import ADDED_LATER
 
     resolve_args(train_config)

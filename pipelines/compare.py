@@ -168,8 +168,8 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
     """Validate the train: section before rendering: build its TrainConfig and, once, its encoder and objective
     (names, hp keys and values, numbers), each row's view count against the objective, the batch vs store size
     and the seeds; rendering the stores takes minutes, a typo here should not wait for it."""
-    from training.components import check_components, check_numbers
     from training.objectives import OBJECTIVES
+    from training.parts import check_components, check_numbers
     from training.trainer import TrainConfig
 
     train, head = cfg["train"], f"config {where}"

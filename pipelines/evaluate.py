@@ -123,8 +123,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--da-style", action="append", default=[], metavar="RECIPE=NAMES",
                    help="which latents a DA recipe changes, as nodes, groups or change sets joined by '+' "
-                        "(default colour=hues, crop_large=positions, crop_small=positions, rotation=rotations, "
-                        "where the store's SCM has them); repeatable")
+                        "(default: the recipe's style in `ident3d train --list`, e.g. colour=hues, where the "
+                        "store's SCM has it); repeatable")
     p.add_argument("--metrics", metavar="NAMES",
                    help="also disentanglement metrics of the output layer, comma-separated: dci (Lasso "
                         "importances), dci_es (explicitness), mig (20 equal-width bins), sap, citris (R^2 diag/sep "

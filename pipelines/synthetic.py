@@ -119,7 +119,7 @@ def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int
 
 def check_cell(tc: Any) -> None:
     """Build the cell's source, encoder and objective once on the CPU (a tiny batch), to fail before training."""
-    from training.components import check_numbers
+    from training.parts import check_numbers
     from training.synthetic.run import build_synthetic_run
 
     check_numbers(tc, flag=lambda key: f"train.{key}")

@@ -147,7 +147,7 @@ def check_resume(cfg: Any, saved: dict[str, Any], out: Path) -> None:
 def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The TrainConfig of the command line, 'auto' defaults resolved for the device; (config, auto keys).
     Every value is checked here, before a store is read or a file written."""
-    from training.components import check_numbers
+    from training.parts import check_numbers
     from training.trainer import TrainConfig, pick_device
 
     known = {f.name for f in fields(TrainConfig)}
@@ -253,7 +253,7 @@ def start_line(cfg: Any, auto: list[str]) -> str:
 def check_early(cfg: Any) -> None:
     """Check the view maker, objective, hyperparameters and encoder options without reading the store, so a
     typo fails in a second, before the store's statistics are computed."""
-    from training.components import check_components
+    from training.parts import check_components
     from training.views import Normalize, make_view_maker
 
     make_view_maker(cfg.views, Normalize((0.0,) * 3, (1.0,) * 3), n_views=cfg.n_views)

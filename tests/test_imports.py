@@ -1,5 +1,6 @@
-"""Layering: nothing below ``pipelines`` imports it, ``pipelines`` has no import cycle, and importing the
-render API does not start Blender (bpy is imported by render workers only)."""
+"""Layering: nothing below ``pipelines`` imports it, no module of the project is in an import cycle (imports inside
+functions count), no code lives in ``results/``, and importing the render API does not start Blender (bpy is
+imported by render workers only)."""
 
 import ast
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BELOW = ("causal", "render", "training", "evaluation", "benchmarks")
+PACKAGES = ("causal", "render", "training", "evaluation", "pipelines")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -43,20 +45,46 @@ def test_nothing_below_pipelines_imports_it(package):
     assert not offenders, offenders
 
 
-def test_pipelines_has_no_import_cycle():
-    files = sorted((ROOT / "pipelines").glob("*.py"))
+def import_graph(files: list[Path]) -> nx.DiGraph:
+    """Module -> the project modules it imports (``from a.b import c`` counts as a.b.c when that is a module, else
+    a.b); a package's own ``__init__`` is left out of its submodules' edges, as a package imports its parts."""
     names = {module_name(p) for p in files}
     graph = nx.DiGraph()
     for p in files:
-        graph.add_node(module_name(p))
+        me = module_name(p)
+        graph.add_node(me)
         for m in imported_modules(p):
-            if m in names and m != "pipelines" and m != module_name(p):
-                graph.add_edge(module_name(p), m)
+            while m and m not in names:
+                m = m.rpartition(".")[0]
+            if m and m != me and not me.startswith(m + "."):
+                graph.add_edge(me, m)
+    return graph
+
+
+def test_no_module_of_the_project_is_in_an_import_cycle():
+    graph = import_graph([p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))])
     from pipelines.cli import COMMANDS  # the CLI imports its subcommands lazily, by name
+
     graph.add_edges_from(("pipelines.cli", f"pipelines.{m}") for m in COMMANDS.values())
     assert set(graph.successors("pipelines.cli")) >= {"pipelines.compare", "pipelines.render"}
     assert graph.has_edge("pipelines.compare", "pipelines.cells")  # the walk does see imports
+    assert graph.has_edge("training.components", "training.synthetic.run")  # and imports inside functions
     assert list(nx.simple_cycles(graph)) == []
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_level_import(tmp_path, monkeypatch):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import f\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    graph = import_graph(sorted(pkg.glob("*.py")))
+    assert list(nx.simple_cycles(graph)) == [["pkg.a", "pkg.b"]] or list(nx.simple_cycles(graph)) == [["pkg.b", "pkg.a"]]
+
+
+def test_results_hold_no_code():
+    assert sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").rglob("*.py")) == []
 
 
 def test_render_api_and_each_pipelines_module_import_cleanly_without_bpy():

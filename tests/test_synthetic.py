@@ -11,9 +11,9 @@ from scipy.stats import truncnorm
 
 from causal.errors import UserError
 from training.objectives.functional import lp_pow_matrix
+from training.schedule import lr_factor
 from training.synthetic import InvertibleMixing, spaces
 from training.synthetic.sources import LatentPairs, SCMPairs, make_source
-from training.trainer import lr_factor
 
 
 def gen(seed: int = 0) -> torch.Generator:

@@ -213,3 +213,26 @@ def checked_init(cls: type, owner: Callable[[Any], str], word: str, fixed: froze
         init(*bound.args, **bound.kwargs)
 
     cls.__init__ = __init__  # type: ignore[misc]
+
+
+def keyword_names(cls: Any, fixed: frozenset[str] | set[str]) -> list[str] | None:
+    """The keyword arguments ``cls(...)`` (a class or a function) accepts besides the ``fixed`` ones the caller
+    fills in; None if it takes **kwargs."""
+    params = inspect.signature(cls if inspect.isfunction(cls) else cls.__init__).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.name not in fixed
+            and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+
+
+def check_keywords(kind: str, name: str, cls: Any, given: dict[str, Any], flag: str,
+                   fixed: frozenset[str] | set[str]) -> None:
+    """Refuse keys ``cls`` does not take, in our words (not Python's "unexpected keyword argument"),
+    listing the ones it does take."""
+    allowed = keyword_names(cls, fixed)
+    if allowed is None:
+        return
+    unknown = [k for k in given if k not in allowed]
+    if unknown:
+        takes = ", ".join(allowed) or "none"
+        raise UserError(f"{kind} {name} has no {flag} {unknown[0]!r}; it takes: {takes}")

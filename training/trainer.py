@@ -35,6 +35,7 @@ from torch import nn
 from causal.errors import UserError
 from causal.rng import stream_key
 from training.distributed import mean_across_ranks
+from training.schedule import lr_factor
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -122,24 +123,6 @@ class TrainConfig:
 # TrainConfig fields added after runs and grid cells were first saved, with the value a saved config without one
 # had: a resumed run compares against it, and a cell's key leaves the field out while it has it (old cells stay valid)
 ADDED_LATER: dict[str, Any] = {"n_views": 2}
-
-SCHEDULES = ("constant", "cosine", "step")
-STEP_DROP_AT = 50 / 80  # "step": lr x 0.1 for the last 30 of 80 epochs, paper 003's GIN schedule
-
-
-def lr_factor(step: int, steps: int, warmup: int = 0, schedule: str = "constant") -> float:
-    """The multiplier of the base lr at 0-based ``step``: linear warm-up over ``warmup`` steps, then constant,
-    a cosine from 1 down to 0 at the last step, or "step" (x 0.1 from 5/8 of the steps on, paper 003). A pure
-    function of the step, so a resumed run continues it."""
-    if step < warmup:
-        return (step + 1) / warmup
-    if schedule == "constant":
-        return 1.0
-    if schedule == "step":
-        return 0.1 if step >= STEP_DROP_AT * steps else 1.0
-    span = max(steps - warmup, 1)
-    return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / span))
-
 
 def pick_device(want: str) -> torch.device:
     """'auto' -> CUDA if available else CPU; 'cuda' without a GPU is a user error."""

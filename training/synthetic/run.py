@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from causal.errors import UserError
-from training.components import Run, check_components
 from training.objectives import OBJECTIVES
+from training.parts import Run, check_components
 from training.synthetic.base import VectorSource
 from training.synthetic.sources import make_source
 from training.views.labels import labels_of

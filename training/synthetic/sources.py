@@ -92,7 +92,7 @@ class SCMPairs(_MixedPairs):
         from causal import SCM, content_style_spec, load_scm
 
         if scm == "content_style":  # paper 000's model, drawn per run seed (Sigma, B, a), with its options
-            from training.components import check_keywords
+            from training.hparams import check_keywords
 
             args = {"seed": seed, **dict(scm_args or {})}
             check_keywords("scm", scm, content_style_spec, args, "scm_args key", fixed={"self"})
@@ -148,7 +148,7 @@ def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: tor
         _load_extra_sources()
     if kind not in SOURCES:
         raise UserError(f"unknown synthetic source {kind!r}; choose one of: {', '.join(sorted(SOURCES))}")
-    from training.components import check_keywords
+    from training.hparams import check_keywords
 
     check_keywords("source", kind, SOURCES[kind], opts, "option", fixed={"self", "batch_size", "seed", "device"})
     return SOURCES[kind](batch_size=batch_size, seed=seed, device=device, **opts)

@@ -14,20 +14,21 @@ from training.views import (
     paper004,  # noqa: F401  (registers paper 004's crops)
 )
 from training.views.augment import DA_RECIPES, DAViewMaker
-from training.views.base import Normalize, ViewMaker, to_float
+from training.views.base import Normalize, Style, ViewMaker, to_float
 
-__all__ = ["Normalize", "ViewMaker", "make_view_maker", "to_float"]
+__all__ = ["Normalize", "Style", "ViewMaker", "make_view_maker", "to_float"]
 
 
 def make_view_maker(spec: str, normalize: Normalize, **options: Any) -> ViewMaker:
     """Build a view maker from a registered name, a '+' combination of DA recipes (e.g. 'crop_large+colour'),
-    or an LT maker with its argument: 'lt_exact:VIEW' (a stored view) or 'lt_nn:CHANGE' (a change set)."""
+    or a maker with its argument, 'NAME:ARG' (the keyword its class declares in ``arg``: 'lt_exact:VIEW', a stored
+    view, or 'lt_nn:CHANGE', a change set)."""
     name, sep, arg = spec.partition(":")
     if sep:
-        key = {"lt_exact": "view", "lt_nn": "change"}.get(name)
-        if key is None:
+        cls = VIEWS.get(name) if name in VIEWS.names() else None
+        if cls is None or cls.arg is None:
             raise UserError(f"view maker {name!r} takes no ':' argument; choose one of: {choices()}")
-        return VIEWS.get(name)(normalize, **{key: arg}, **options)
+        return cls(normalize, **{cls.arg: arg}, **options)
     parts = [p.strip() for p in spec.split("+")]
     if len(parts) == 1 and parts[0] in VIEWS.names():
         return VIEWS.get(parts[0])(normalize, **options)
@@ -39,7 +40,8 @@ def make_view_maker(spec: str, normalize: Normalize, **options: Any) -> ViewMake
 
 
 def choices() -> str:
-    """The view makers as a user writes them: plain names, the LT makers with their argument, DA combinations."""
-    plain = [n for n in VIEWS.names() if n not in ("lt_exact", "lt_nn")]
-    return (f"{', '.join(plain)}, lt_exact:VIEW, lt_nn:CHANGE, or DA recipes joined by '+', e.g. crop_large+colour "
+    """The view makers as a user writes them: plain names, the makers that take an argument with it, DA
+    combinations."""
+    named = [n if VIEWS.get(n).arg is None else f"{n}:{VIEWS.get(n).arg.upper()}" for n in VIEWS.names()]
+    return (f"{', '.join(named)}, or DA recipes joined by '+', e.g. crop_large+colour "
             f"(recipes: {', '.join(DA_RECIPES)})")

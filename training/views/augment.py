@@ -1,8 +1,11 @@
 """Data-augmentation (DA) view makers: kornia crop / rotation / colour recipes applied to the same anchor (z~ = z).
 
-Each recipe is a *stage*; a view maker runs its stages in the canonical order crop -> rotation -> colour (the
-papers' pipelines) and normalises at the end. All image work happens on the batch's device, one kornia call per
-augmentation per view.
+Each recipe is a *stage* registered once (:func:`register_recipe`: its stage class, parameters and style targets,
+which also registers the one-recipe view maker ``--views NAME``); a view maker runs its stages in the canonical
+order crop -> rotation -> colour (the papers' pipelines, ``Stage.rank``) and normalises at the end. What a view
+maker changes (its style) is the union of its stages' targets: a crop moves the scene in the frame (positions),
+a rotation turns it (rotations), colour jitter shifts its colours (hues). All image work happens on the batch's
+device, one kornia call per augmentation per view.
 
 Determinism: kornia draws its parameters from the global CPU RNG (its samplers stay on CPU because the modules are
 never moved). Before every kornia call we take a seed from the caller's ``torch.Generator`` and run the call inside
@@ -13,15 +16,19 @@ directly from a generator seeded the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import kornia.augmentation as KA
 import torch
 
 from causal.errors import UserError
 from training.registry import VIEWS
-from training.views.base import Normalize, ViewMaker, to_float
+from training.views.base import Normalize, Style, ViewMaker, resolve_targets, to_float
+
+if TYPE_CHECKING:
+    from causal.scm import SCM
 
 _SEED_HIGH = 2**62
 
@@ -42,8 +49,15 @@ def run_seeded(module: KA.AugmentationBase2D, x: torch.Tensor, seed: int) -> tup
 class Stage:
     """One DA recipe: transforms all views of a batch and reports the parameters it sampled."""
 
-    name: ClassVar[str]
-    kind: ClassVar[str]  # "crop", "rotation" or "colour": decides the canonical order and exclusivity
+    kind: ClassVar[str]  # "crop", "rotation", "colour": a view maker runs one stage of a kind at most
+    rank: ClassVar[int]  # its place in the canonical pipeline: geometry, then orientation, then colour
+    any_views: ClassVar[bool] = True  # draws any J >= 2 views (rotation: exactly two different ones)
+    targets: tuple[str, ...] = ()  # what it changes: SCM change sets, groups or nodes (default of its kind)
+
+    def __init__(self, name: str, targets: Sequence[str] | None = None):
+        self.name = name
+        if targets is not None:
+            self.targets = tuple(targets)
 
     def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
         raise NotImplementedError
@@ -52,10 +66,12 @@ class Stage:
 class CropStage(Stage):
     """RandomResizedCrop back to the input size (bicubic) + horizontal flip p = 0.5, drawn per view and sample."""
 
-    kind = "crop"
+    kind, rank = "crop", 0
+    targets = ("positions",)  # a crop (and flip) moves and rescales the scene in the frame: where things are
 
-    def __init__(self, name: str, scale: tuple[float, float]):
-        self.name, self.scale = name, scale
+    def __init__(self, name: str, targets: Sequence[str] | None = None, *, scale: tuple[float, float]):
+        super().__init__(name, targets)
+        self.scale = scale
         self._crops: dict[tuple[int, int], KA.RandomResizedCrop] = {}
         self.flip = KA.RandomHorizontalFlip(p=0.5)
 
@@ -86,10 +102,11 @@ class ColourStage(Stage):
     torchvision's hue shift; the order of the four steps is drawn per call (shared by the batch).
     """
 
-    kind = "colour"
-    name = "colour"
+    kind, rank = "colour", 2
+    targets = ("hues",)  # brightness, contrast, saturation, hue and grey change every colour, not the geometry
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "colour", targets: Sequence[str] | None = None):
+        super().__init__(name, targets)
         self.jitter = KA.ColorJitter(0.8, 0.8, 0.8, 0.2, p=0.8)
         self.gray = KA.RandomGrayscale(p=0.2)
 
@@ -110,8 +127,9 @@ class ColourStage(Stage):
 class RotationStage(Stage):
     """Exact rotations by multiples of 90 degrees; the two views of an anchor get two different angles."""
 
-    kind = "rotation"
-    name = "rotation"
+    kind, rank = "rotation", 1
+    any_views = False
+    targets = ("rotations",)  # a quarter turn of the whole image: the object's orientation in the frame
 
     def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
         if len(views) != 2:
@@ -139,22 +157,28 @@ def _split_seed(seed: int, n: int) -> list[int]:
     return draw_seeds(torch.Generator().manual_seed(seed), n)
 
 
-DA_RECIPES = ("crop_large", "crop_small", "rotation", "colour")  # names that combine with '+'
-STAGE_ORDER = ("crop", "rotation", "colour")  # canonical pipeline order: geometry, then orientation, then colour
+@dataclass(frozen=True)
+class Recipe:
+    """A registered DA recipe: the stage class it builds, with which parameters, changing which targets."""
+
+    name: str
+    stage: type[Stage]
+    params: Mapping[str, Any]
+    targets: tuple[str, ...]
+
+    def build(self) -> Stage:
+        """A fresh stage (kornia modules keep per-call state: every view maker gets its own)."""
+        return self.stage(self.name, self.targets, **self.params)
 
 
-def make_stage(name: str) -> Stage:
-    """A fresh stage for a DA recipe name."""
-    if name == "crop_large":
-        return CropStage(name, (0.8, 1.0))
-    if name == "crop_small":
-        return CropStage(name, (0.08, 1.0))
-    if name == "colour":
-        return ColourStage()
-    if name == "rotation":
-        return RotationStage()
-    raise UserError(f"unknown DA recipe {name!r}; choose from {', '.join(DA_RECIPES)}")
+DA_RECIPES: dict[str, Recipe] = {}  # name -> recipe: the names that combine with '+', in registration order
 
+
+def build_stage(name: str) -> Stage:
+    """A fresh stage for a registered DA recipe name."""
+    if name not in DA_RECIPES:
+        raise UserError(f"unknown DA recipe {name!r}; choose from {', '.join(DA_RECIPES)}")
+    return DA_RECIPES[name].build()
 
 
 class DAViewMaker(ViewMaker):
@@ -166,15 +190,21 @@ class DAViewMaker(ViewMaker):
 
     def __init__(self, normalize: Normalize, recipes: Sequence[str] | None = None, **options: Any):
         super().__init__(normalize, **options)
-        stages = [make_stage(r) for r in (self.recipes if recipes is None else recipes)]
+        stages = self.build_stages(self.recipes if recipes is None else recipes)
         kinds = [s.kind for s in stages]
         if len(set(kinds)) != len(kinds):
             raise UserError(f"DA recipes {'+'.join(s.name for s in stages)} repeat a kind (one crop at most)")
-        if self.n_views != 2 and "rotation" in kinds:
-            raise UserError(f"--n-views {self.n_views}: the rotation recipe makes exactly 2 views (two different "
-                            "quarter turns); use --n-views 2 or crop/colour recipes for J views")
-        self.stages = sorted(stages, key=lambda s: STAGE_ORDER.index(s.kind))
+        fixed = [s.name for s in stages if not s.any_views]
+        if self.n_views != 2 and fixed:
+            takes = ", ".join(n for n, r in DA_RECIPES.items() if r.stage.any_views)
+            raise UserError(f"--n-views {self.n_views}: the {fixed[0]} recipe makes exactly 2 views; use --n-views 2 "
+                            f"or recipes that make J views ({takes})")
+        self.stages = sorted(stages, key=lambda s: s.rank)
         self.spec = "+".join(s.name for s in self.stages) or "none"
+
+    def build_stages(self, recipes: Sequence[str]) -> list[Stage]:
+        """The stages of the named recipes (a maker with stages of its own overrides this)."""
+        return [build_stage(r) for r in recipes]
 
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
         x = to_float(batch["images"])
@@ -187,37 +217,48 @@ class DAViewMaker(ViewMaker):
         self.last_params = params
         return [self.normalize(v) for v in views]
 
+    def style(self, scm: SCM, stored_views: Mapping[str, Sequence[str]],
+              da_style: Mapping[str, Sequence[str]] | None = None) -> Style:
+        """The union of its stages' targets resolved through the SCM; ``da_style`` {recipe: latents} wins for the
+        recipes it names. A stage whose targets the SCM lacks changes nothing (it is listed as unmapped)."""
+        style = Style(set())
+        for stage in self.stages:
+            if da_style and stage.name in da_style:
+                style.add(stage.name, da_style[stage.name])
+            else:
+                style.add(stage.name, resolve_targets(scm, stage.targets))
+        return style
+
+
+def register_recipe(name: str, stage: type[Stage], doc: str, targets: Sequence[str] | None = None,
+                    **params: Any) -> None:
+    """Register DA recipe ``name`` in one place: its stage class and parameters, what it changes (default: the
+    stage's targets) and the one-recipe view maker ``--views NAME`` (``doc``: its line in ``train --list``)."""
+    if name in DA_RECIPES:
+        raise ValueError(f"DA recipe {name!r} registered twice")
+    recipe = Recipe(name, stage, dict(params), tuple(stage.targets if targets is None else targets))
+    maker = type(f"DA_{name}", (DAViewMaker,), {"__doc__": f"{doc} (style: {'+'.join(recipe.targets)})",
+                                                "__module__": __name__, "recipes": (name,),
+                                                "any_views": stage.any_views})
+    VIEWS.register(name)(maker)
+    DA_RECIPES[name] = recipe
+
+
+def unregister_recipe(name: str) -> None:
+    """Remove a DA recipe and its view maker (a test's own registration, undone when the test ends)."""
+    del DA_RECIPES[name]
+    VIEWS.unregister(name)
+
 
 @VIEWS.register("none")
 class NoAugment(DAViewMaker):
     """Identity views (the anchor twice): a debugging baseline."""
 
 
-@VIEWS.register("crop_large")
-class CropLarge(DAViewMaker):
-    """Random resized crop, scale (0.8, 1), bicubic, + horizontal flip."""
-
-    recipes = ("crop_large",)
-
-
-@VIEWS.register("crop_small")
-class CropSmall(DAViewMaker):
-    """Random resized crop, scale (0.08, 1), bicubic, + horizontal flip."""
-
-    recipes = ("crop_small",)
-
-
-@VIEWS.register("colour")
-class Colour(DAViewMaker):
-    """Colour distortion: ColorJitter(0.8, 0.8, 0.8, 0.2) p = 0.8, then grayscale p = 0.2."""
-
-    recipes = ("colour",)
-
-
-@VIEWS.register("rotation")
-class Rotation(DAViewMaker):
-    """Two different rotations from {0, 90, 180, 270} degrees."""
-
-    recipes = ("rotation",)
-    any_views = False  # its two views differ by construction: always exactly two
-
+register_recipe("crop_large", CropStage, "Random resized crop, scale (0.8, 1), bicubic, + horizontal flip.",
+                scale=(0.8, 1.0))
+register_recipe("crop_small", CropStage, "Random resized crop, scale (0.08, 1), bicubic, + horizontal flip.",
+                scale=(0.08, 1.0))
+register_recipe("rotation", RotationStage, "Two different rotations from {0, 90, 180, 270} degrees.")
+register_recipe("colour", ColourStage, "Colour distortion: ColorJitter(0.8, 0.8, 0.8, 0.2) p = 0.8, then grayscale "
+                "p = 0.2.")

@@ -6,15 +6,26 @@ LT pairs, ``views/NAME/images`` etc. A view maker returns ``n_views`` float tens
 normalised with the store's statistics: a fixed count, or, for makers with ``any_views`` (the DA makers), the
 J >= 2 of ``--n-views J`` (``TrainConfig.n_views``). View makers are registered by name in
 ``training.registry.VIEWS``; ``A+B`` combines recipes (see ``training.views.make_view_maker``).
+
+Each view maker also says what it means: which latents its views differ in (its *style*, :meth:`ViewMaker.style`;
+the rest is content), the ``NAME:ARG`` argument it takes (``arg``) and what it takes from the run before the first
+batch (:meth:`ViewMaker.bind`).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from causal.errors import UserError
+
+if TYPE_CHECKING:
+    from causal.scm import SCM
+    from training.data import StoreBatches
+    from training.objectives.base import Objective
 
 DEFAULT_VIEWS = 2  # --n-views default: every view maker's own count (J = 2 for the ones that take any J)
 
@@ -36,6 +47,30 @@ class Normalize:
         return (x - m) / s
 
 
+@dataclass
+class Style:
+    """What a view maker changes between its views: its style latents, what each augmentation (DA recipe) was
+    mapped to and the augmentations that map to no latent of the store (their would-be columns stay content)."""
+
+    latents: set[str]
+    da_map: dict[str, list[str]] = field(default_factory=dict)
+    unmapped: list[str] = field(default_factory=list)
+
+    def add(self, name: str, mapped: Sequence[str]) -> None:
+        """Record that augmentation ``name`` changes the latents ``mapped`` (none: it is unmapped)."""
+        self.da_map[name] = list(mapped)
+        self.latents |= set(mapped)
+        if not mapped:
+            self.unmapped.append(name)
+
+
+def resolve_targets(scm: SCM, targets: Sequence[str]) -> list[str]:
+    """The latents of ``targets`` (change sets, groups or nodes) that the SCM has; a target it lacks maps to
+    nothing, so e.g. colour jitter on a scene without a ``hues`` group or change set has no style."""
+    known = [t for t in targets if t in scm.change_sets or t in scm.groups or t in scm.nodes]
+    return [n for n in scm.resolve(known) if n in scm.names] if known else []
+
+
 class ViewMaker:
     """Base class: ``__call__(batch, generator) -> list of n_views normalised float image batches``."""
 
@@ -44,6 +79,10 @@ class ViewMaker:
     any_views: ClassVar[bool] = False  # makes any J >= 2 independently drawn views (``--n-views J``)
     requires: ClassVar[tuple[str, ...]] = ()  # store arrays the maker needs, e.g. ("views/hues/images",)
     objective: ClassVar[str | None] = None  # the one objective this maker feeds, if its views are not images
+    arg: ClassVar[str | None] = None  # the keyword 'NAME:ARG' fills (lt_exact:VIEW -> view); None: takes no ':ARG'
+    # what its views differ in, as SCM change sets, groups or nodes (resolved through the store's SCM by
+    # :meth:`style`); None: the maker does not say, so it must override :meth:`style`
+    changes: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, normalize: Normalize, n_views: int = DEFAULT_VIEWS, **options: Any):
         if n_views != DEFAULT_VIEWS and not self.any_views:
@@ -58,3 +97,20 @@ class ViewMaker:
 
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
         raise NotImplementedError
+
+    def style(self, scm: SCM, stored_views: Mapping[str, Sequence[str]],
+              da_style: Mapping[str, Sequence[str]] | None = None) -> Style:
+        """The latents this maker's views differ in (its style; the rest is content) on a store with SCM ``scm`` and
+        stored views {name: changed latents}; ``da_style``: {DA recipe: latents} overriding a recipe's targets.
+        Here: ``changes`` resolved through the SCM."""
+        if self.changes is None:
+            raise NotImplementedError(f"view maker {type(self).__name__} does not say what its views change: set "
+                                      "`changes` or override `style`")
+        style = Style(set())
+        if self.changes:
+            style.add(self.registry_name, resolve_targets(scm, self.changes))
+        return style
+
+    def bind(self, dataset: StoreBatches, objective: Objective, seed: int) -> None:
+        """Take what the maker needs from the run's dataset and objective before the first batch (LT-NN: the
+        partner search, CRL-TAC: its draws per image); default: nothing."""

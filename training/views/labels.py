@@ -24,6 +24,7 @@ class Labels(ViewMaker):
 
     n_views: ClassVar[int] = 3
     objective: ClassVar[str] = "supervised"
+    changes = ()  # one unaugmented view: nothing is style (the ceiling is trained on every latent)
 
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
         return [self.normalize(to_float(batch["images"])), *labels_of(batch)]
