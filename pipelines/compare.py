@@ -262,8 +262,10 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
              evaluate: dict[str, Any], da_style: dict[str, Any] | None = None,
              progress: bool = False) -> dict[str, Any]:
     """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists (the caller has
-    claimed the folder for the cell's settings first, ``pipelines.cells.claim_cell``)."""
+    claimed the folder for the cell's settings first, ``pipelines.cells.claim_cell``). A cell whose loss diverges
+    gives {"diverged": why} and saves no report, so a re-run retries it."""
     from pipelines.evaluate import evaluate_run
+    from training.trainer import TrainingDiverged
     from training.trainer import train as fit
 
     cell = Path(cell_dir)
@@ -272,8 +274,11 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
         return json.loads(report_path.read_text())
     cell.mkdir(parents=True, exist_ok=True)
     cfg = cell_config({"train": train}, {"views": views}, seed, train_store)
-    fit(cfg, cell, resume=(cell / "checkpoint.pt").exists(), progress=progress,
-        say=(lambda text: print(text, flush=True)) if progress else None)
+    try:
+        fit(cfg, cell, resume=(cell / "checkpoint.pt").exists(), progress=progress,
+            say=(lambda text: print(text, flush=True)) if progress else None)
+    except TrainingDiverged as exc:  # the one divergence policy (as in synthetic): report the cell, go on
+        return {"diverged": str(exc).split(";")[0]}
     ev = {**EVAL_DEFAULTS, **evaluate}
     rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style)
     report_path.write_text(json.dumps(rep, indent=2, default=str) + "\n")
@@ -482,10 +487,19 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
             if progress:
                 print(f"cell {i + 1}/{len(cells)}: {n}, seed {s}", flush=True)
             reports[(n, s)] = run_cell(*args, d, v, s, t, cfg.get("evaluate") or {}, cfg.get("da_style"), progress)
+    diverged = {key: rep["diverged"] for key, rep in reports.items() if "diverged" in rep}
+    reports = {key: rep for key, rep in reports.items() if key not in diverged}
+    if not reports:
+        raise UserError("every cell diverged (" + "; ".join(f"{n} seed {s}: {why}" for (n, s), why in diverged.items())
+                        + "); lower train.lr and run the command again")
     table = aggregate(cfg, reports, layer)
     counts = seed_counts(cfg, reports)
     md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts)
-    summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts}
+    if diverged:
+        md += "\n\nDiverged (left out of the table; running the command again retries them): " + "; ".join(
+            f"{n}, seed {s} ({why})" for (n, s), why in diverged.items())
+    summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts,
+               "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
     top = ceiling_name(cfg)
     if top in table and len(table) > 1:
         summary["ceiling"] = top

@@ -106,3 +106,25 @@ def test_demo_end_to_end(tmp_path, capsys):
     # re-running resumes: every cell is skipped, the table is the same
     assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
     assert json.loads((tmp_path / "demo" / "table.json").read_text())["table"] == table
+
+
+def test_a_diverging_cell_is_reported_and_the_grid_goes_on(tmp_path):
+    """One divergence policy for every experiment (as synthetic's): the diverging cell is named in the table and
+    left out, the others are tabulated, and it has no report, so running again retries it."""
+    from pipelines.compare import check_config, run_compare
+
+    store = {"resolution": 16, "samples": 1, "seed": 0}
+    cfg = check_config({
+        "name": "diverge", "scene": "causal3dident", "ceiling": False, "seeds": [0],
+        "stores": {"train": {**store, "n": 64, "views": "hues:hues"}, "test": {**store, "n": 64, "seed": 1}},
+        "train": {"objective": "infonce", "encoder": "cnn", "out_dim": 4, "steps": 4, "batch_size": 32, "lr": 1e-3},
+        "evaluate": {"fit": 32, "score": 32, "kernel": False},
+        "rows": [{"name": "LT: change hues", "views": "lt_exact:hues"},
+                 {"name": "exploding lr", "views": "lt_exact:hues", "train": {"lr": 1e12}}]}, "test")
+    result = run_compare(cfg, tmp_path / "out")
+    assert list(result["table"]) == ["LT: change hues"]
+    summary = json.loads((tmp_path / "out" / "table.json").read_text())
+    assert [(d["row"], d["seed"]) for d in summary["diverged"]] == [("exploding lr", 0)]
+    assert "loss became" in summary["diverged"][0]["why"] and "exploding lr, seed 0 (loss became" in result["markdown"]
+    assert (tmp_path / "out/cells/lt_change_hues/seed0/report.json").exists()
+    assert not (tmp_path / "out/cells/exploding_lr/seed0/report.json").exists()
