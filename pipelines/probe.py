@@ -54,7 +54,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a run directory (ident3d train); repeat to compare runs in one table and figure")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--store", help="a labelled store (e.g. made by `ident3d dataset`)")
-    src.add_argument("--dataset", help="a dataset by name: digits, mnist, fashionmnist, emnist, cifar10, celeba")
+    src.add_argument("--dataset", help="a dataset by name: digits, mnist5k, mnist, fashionmnist, emnist, cifar10, "
+                     "celeba")
     p.add_argument("--root", help="folder of torchvision's files for --dataset (never downloaded here)")
     p.add_argument("--max-images", type=int, default=20000, help="probe at most this many images (default 20000)")
     p.add_argument("--fit-fraction", type=float, default=0.5,

