@@ -2,16 +2,20 @@
 
 ``load_scm(name_or_path)`` gives an :class:`SCM`; ``scm.sample(n, seed, start)`` gives
 :class:`Samples`; ``scm.do(...)`` intervenes; ``scm.transform(samples, change)`` makes
-latent-transformation pairs.
+latent-transformation pairs. ``load_dynamic_scm(name_or_path)`` gives a :class:`DynamicSCM` (a first-order
+dynamic Bayesian network with per-node interventions) whose ``rollout(n, length, seed, start)`` gives a
+:class:`Rollout` of sequences and intervention targets.
 """
 
+from causal.dynamic import DynamicSCM
 from causal.errors import SpecError, UserError
-from causal.loading import builtin_names, load_scm, parse_spec, read_spec_text
+from causal.loading import builtin_names, load_any, load_dynamic_scm, load_scm, parse_spec, read_spec_text
 from causal.samples import Samples
 from causal.scm import SCM, Node
+from causal.sequences import Rollout
 from causal.synthetic import content_style_spec
 
 __all__ = [
-    "SCM", "Node", "Samples", "SpecError", "UserError", "builtin_names", "content_style_spec",
-    "load_scm", "parse_spec", "read_spec_text",
+    "SCM", "DynamicSCM", "Node", "Rollout", "Samples", "SpecError", "UserError", "builtin_names",
+    "content_style_spec", "load_any", "load_dynamic_scm", "load_scm", "parse_spec", "read_spec_text",
 ]

@@ -1,4 +1,4 @@
-"""Finding and reading SCM specs: built-in names, YAML/JSON files, or dicts."""
+"""Finding and reading SCM specs (static or dynamic): built-in names, YAML/JSON files, or dicts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from causal.dynamic import DYNAMIC_NODE_KEYS, DynamicSCM, is_dynamic
 from causal.errors import SpecError, UserError
 from causal.scm import SCM
 from causal.yamlnum import load_yaml
@@ -49,8 +50,39 @@ def parse_spec(text: str, source: str = "spec") -> dict[str, Any]:
     return dict(spec)
 
 
+def _spec(name_or_spec: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """The spec mapping; a static spec with a dynamic node key says to add ``dynamic: true``."""
+    spec = dict(name_or_spec) if isinstance(name_or_spec, Mapping) else parse_spec(
+        read_spec_text(name_or_spec), str(name_or_spec))
+    nodes = spec.get("nodes")
+    if not is_dynamic(spec) and isinstance(nodes, list):
+        for raw in nodes:
+            key = next((k for k in DYNAMIC_NODE_KEYS if isinstance(raw, Mapping) and k in raw), None)
+            if key:
+                raise SpecError(f"node '{raw.get('name')}': '{key}' is a key of dynamic specs; add 'dynamic: true' "
+                                "at the top of the spec")
+    return spec
+
+
 def load_scm(name_or_spec: str | Path | Mapping[str, Any]) -> SCM:
     """An SCM from a built-in name (``3dident``, ``causal3dident``, ...), a spec file or a dict."""
-    if isinstance(name_or_spec, Mapping):
-        return SCM(name_or_spec)
-    return SCM(parse_spec(read_spec_text(name_or_spec), str(name_or_spec)))
+    spec = _spec(name_or_spec)
+    if is_dynamic(spec):
+        raise SpecError(f"{spec.get('name', name_or_spec)} is a dynamic SCM (sequences, 'dynamic: true'), not a "
+                        "static one; use causal.load_dynamic_scm(...).rollout(...)")
+    return SCM(spec)
+
+
+def load_dynamic_scm(name_or_spec: str | Path | Mapping[str, Any]) -> DynamicSCM:
+    """A dynamic SCM from a built-in name (``temporal_causal3dident``), a spec file or a dict."""
+    spec = _spec(name_or_spec)
+    if not is_dynamic(spec):
+        raise SpecError(f"{spec.get('name', name_or_spec)} is a static SCM; a dynamic one says 'dynamic: true' "
+                        "(use causal.load_scm for static SCMs)")
+    return DynamicSCM(spec)
+
+
+def load_any(name_or_spec: str | Path | Mapping[str, Any]) -> SCM | DynamicSCM:
+    """A static or a dynamic SCM, whichever the spec is (``dynamic: true`` marks a dynamic one)."""
+    spec = _spec(name_or_spec)
+    return DynamicSCM(spec) if is_dynamic(spec) else SCM(spec)

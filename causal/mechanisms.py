@@ -131,6 +131,42 @@ class Categorical(Mechanism):
         return f"Categorical({len(self.categories)}: {', '.join(self.categories)}; p={probs})"
 
 
+@register
+@dataclass
+class Sticky(Mechanism):
+    """A categorical that keeps its parent's category with probability ``stay``, else draws from ``probs``:
+    a shape that persists over time (``parent: class_prev`` in a dynamic spec)."""
+
+    kind: ClassVar[str] = "sticky"
+    keys: ClassVar[frozenset[str]] = frozenset({"categories", "probs", "parent", "stay"})
+    categories: list[str] | None = None
+    probs: np.ndarray | None = None
+    parent: str = ""
+    stay: float = 1.0
+
+    @classmethod
+    def build(cls, spec: Mapping, rng: Range, where: str) -> Sticky:
+        base = Categorical.build({k: v for k, v in spec.items() if k in Categorical.keys}, rng, where)
+        parent = spec.get("parent")
+        if not isinstance(parent, str) or not parent:
+            raise SpecError(f"{where}: a sticky mechanism needs 'parent', the categorical node it keeps")
+        stay = spec.get("stay", 1.0)
+        if isinstance(stay, bool) or not isinstance(stay, int | float) or not 0 <= stay <= 1:
+            raise SpecError(f"{where}: 'stay' must be a probability in [0, 1], got {stay!r}")
+        obj = cls(base.categories, base.probs, parent, float(stay))
+        obj.reads, obj.tables = frozenset({parent}), ((parent, len(base.categories)),)
+        return obj
+
+    def sample(self, values: Values, u: np.ndarray) -> np.ndarray:
+        keep = u < self.stay
+        fresh = np.clip((u - self.stay) / max(1.0 - self.stay, 1e-300), 0.0, 1.0 - 1e-16)
+        drawn = np.searchsorted(np.cumsum(self.probs)[:-1], fresh, side="right").astype(np.float64)
+        return np.where(keep, np.asarray(values[self.parent], dtype=np.float64), drawn)
+
+    def describe(self) -> str:
+        return f"{self.parent} w.p. {self.stay:g}, else Categorical({len(self.categories)})"
+
+
 def truncnorm_ppf(u: np.ndarray, mu: np.ndarray, sigma: float, lo: float, hi: float) -> np.ndarray:
     """Inverse CDF of N(mu, sigma) truncated to [lo, hi]; reflects upper-tail cases for accuracy."""
     a, b = (lo - mu) / sigma, (hi - mu) / sigma

@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from causal import SCM, builtin_names, load_scm, parse_spec, read_spec_text
+from causal import SCM, DynamicSCM, builtin_names, load_any, parse_spec, read_spec_text
 from pipelines.files import check_output, write_atomic
+from pipelines.scm_dynamic import describe_dynamic, plot_unrolled
 
 
 def describe(scm: SCM) -> Table:
@@ -85,19 +86,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    width = max(16, *map(len, builtin_names()))
     for name in builtin_names():
-        print(f"{name:16s} {load_scm(name).spec.get('description', '')}")
+        print(f"{name:{width}s} {load_any(name).spec.get('description', '')}")
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
     if args.yaml:
         text = read_spec_text(args.scm)
-        SCM(parse_spec(text, args.scm))  # only print specs that are valid
+        load_any(parse_spec(text, args.scm))  # only print specs that are valid
         print(text, end="")
         return 0
-    scm = load_scm(args.scm)
+    scm = load_any(args.scm)
     console = Console(width=140)
+    if isinstance(scm, DynamicSCM):
+        console.print(describe_dynamic(scm))
+        return 0
     console.print(describe(scm))
     for name, members in scm.change_sets.items():
         console.print(f"change set [bold]{name}[/bold]: {', '.join(members)}")
@@ -106,6 +111,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     out = check_output(args.out, (".png", ".pdf", ".svg"), args.overwrite)
-    plot_graph(load_scm(args.scm), out)
+    scm = load_any(args.scm)
+    plot_unrolled(scm, out) if isinstance(scm, DynamicSCM) else plot_graph(scm, out)
     print(f"wrote {out}")
     return 0
