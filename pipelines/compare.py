@@ -264,7 +264,7 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists (the caller has
     claimed the folder for the cell's settings first, ``pipelines.cells.claim_cell``). A cell whose loss diverges
     gives {"diverged": why} and saves no report, so a re-run retries it."""
-    from pipelines.evaluate import evaluate_run
+    from evaluation.run_report import evaluate_run
     from training.trainer import TrainingDiverged
     from training.trainer import train as fit
 

@@ -314,7 +314,7 @@ def test_help_has_examples(capsys):
 def test_lt_nn_training_and_evaluation_on_an_imported_causal3dident_store(tmp_path, scheduler):
     import torch
 
-    from pipelines.evaluate import evaluate_run
+    from evaluation.run_report import evaluate_run
     from training.trainer import CHECKPOINT, TrainConfig, train
 
     make_c3d(tmp_path / "src", size=32)

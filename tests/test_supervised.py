@@ -55,7 +55,7 @@ def stores(tmp_path_factory):
 
 
 def _ceiling(store, test, out):
-    from pipelines.evaluate import evaluate_run
+    from evaluation.run_report import evaluate_run
     from training.trainer import TrainConfig, train
 
     cfg = TrainConfig(data=str(store), objective="supervised", views="labels", encoder="cnn", out_dim=10, steps=300,

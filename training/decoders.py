@@ -1,5 +1,6 @@
 """Decoders of paper 004's generative models: the mirror of the 28x28 MLP and a ResNet-style conv decoder
-for 32/64 px; ``build_decoder`` picks the one that mirrors an encoder."""
+for 32/64 px, and the vector decoder for synthetic data. Which one mirrors an encoder is the encoder's answer
+(``Encoder.mirror_decoder``, ``training.encoder_base``); ``build_decoder`` asks it."""
 
 from __future__ import annotations
 
@@ -83,23 +84,24 @@ class ConvDecoder(nn.Module):
         return x
 
 
+def no_decoder_error(encoder: nn.Module) -> UserError:
+    """The one-line error for an encoder that cannot be mirrored (it records no image size, or is no Encoder)."""
+    # getattr: a bare nn.Module (a test's stand-in encoder) has no registry name
+    name = getattr(encoder, "registry_name", type(encoder).__name__)
+    return UserError(f"encoder {name} does not record its image size, so no decoder can be built for it; use "
+                     "--encoder mlp_vae (28 px), resnet_vae (32/64 px), cnn or resnet18 with the generative objectives")
+
+
 def build_decoder(encoder: nn.Module, z_dim: int | None = None, width: int = 256) -> nn.Module:
-    """The decoder mirroring ``encoder``: MLP for ``mlp_vae`` and for the vector ``mlp``, conv for image encoders that
-    record their size.
+    """The decoder mirroring ``encoder``, as the encoder gives it (``Encoder.mirror_decoder``).
 
     ``z_dim`` defaults to the encoder's output size; ``width`` is the conv decoder's first width (paper: 256).
-    Encoders that do not record ``image_size`` cannot be mirrored (the objective never sees the store): a
-    one-line UserError names the ones that can.
+    An encoder that cannot be mirrored (the objective never sees the store) raises a one-line UserError naming
+    the ones that can.
     """
-    if getattr(encoder, "input_kind", "image") == "vector" and getattr(encoder, "sizes", None):
-        return VectorDecoder(int(z_dim or encoder.out_dim), encoder.sizes)
-    size = getattr(encoder, "image_size", None)
-    if not size:
-        raise UserError(f"encoder {getattr(encoder, 'registry_name', type(encoder).__name__)} does not record its "
-                        "image size, so no decoder can be built for it; use --encoder mlp_vae (28 px), resnet_vae "
-                        "(32/64 px), cnn or resnet18 with the generative objectives")
-    channels = int(getattr(encoder, "channels", 3))
-    z = int(z_dim or encoder.out_dim)
-    if getattr(encoder, "registry_name", "") == "mlp_vae":
-        return MLPDecoder(z, size, channels, hidden=tuple(reversed(encoder.hidden)))
-    return ConvDecoder(z, size, channels, width=width)
+    # getattr, not isinstance(Encoder): any nn.Module may reach an objective (tests pass bare modules), and this
+    # module sits below training.encoder_base, whose encoders build the decoder classes above
+    mirror = getattr(encoder, "mirror_decoder", None)
+    if mirror is None:
+        raise no_decoder_error(encoder)
+    return mirror(int(z_dim or encoder.out_dim), width=width)

@@ -12,6 +12,7 @@ import torchvision
 from torch import nn
 
 from causal.errors import UserError
+from training.decoders import VectorDecoder
 from training.encoder_base import Encoder
 from training.hparams import Count, Counts
 from training.registry import ENCODERS
@@ -34,7 +35,7 @@ class ResNet18(Encoder):
 
     def __init__(self, out_dim: int, constraint: str = "none", hidden: Count = 100, image_size: int = 224):
         super().__init__(out_dim, constraint)
-        self.image_size, self.channels = image_size, 3  # recorded so generative objectives can mirror a decoder
+        self.image_size, self.channels, self.feature_dim = image_size, 3, hidden
         net = torchvision.models.resnet18(weights=None, num_classes=hidden)
         if image_size < 96:  # CIFAR-style stem: keep resolution for small images
             net.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
@@ -55,7 +56,7 @@ class SmallCNN(Encoder):
     def __init__(self, out_dim: int, constraint: str = "none", hidden: Count = 100, width: Count = 32,
                  image_size: int = 64):
         super().__init__(out_dim, constraint)
-        self.image_size, self.channels = image_size, 3  # recorded so generative objectives can mirror a decoder
+        self.image_size, self.channels, self.feature_dim = image_size, 3, hidden
         chans, layers = [3, width, 2 * width, 4 * width, 8 * width], []
         for cin, cout in zip(chans[:-1], chans[1:], strict=True):
             layers += [nn.Conv2d(cin, cout, 3, stride=2, padding=1), nn.BatchNorm2d(cout), nn.LeakyReLU()]
@@ -77,7 +78,7 @@ class TacCNN(Encoder):
 
     def __init__(self, out_dim: int, constraint: str = "none", hidden: Count = 200, image_size: int = 84):
         super().__init__(out_dim, constraint)
-        self.image_size, self.channels = image_size, 3
+        self.image_size, self.channels, self.feature_dim = image_size, 3, hidden
         self.conv = nn.Sequential(
             nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
             nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(5), nn.Flatten(),
@@ -101,7 +102,7 @@ class MLP(Encoder):
                  image_size: int = 0):
         super().__init__(out_dim, constraint)
         sizes = [in_dim, *(hidden or [10 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 50 * in_dim, 10 * in_dim])]
-        self.sizes = sizes  # recorded so generative objectives can mirror a decoder
+        self.sizes, self.feature_dim = sizes, sizes[-1]  # sizes: what the mirror decoder reverses
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-1], sizes[1:], strict=True):
             layers += [nn.Linear(a, b), nn.LeakyReLU()]
@@ -112,6 +113,10 @@ class MLP(Encoder):
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         return self.fc(h)
+
+    def mirror_decoder(self, z_dim: int, width: int = 256) -> nn.Module:
+        """The vector decoder through the hidden sizes reversed, back to the input (``width`` is unused)."""
+        return VectorDecoder(z_dim, self.sizes)
 
 
 def build_encoder(name: str, out_dim: int, image_size: int, constraint: str = "none", **options: object) -> Encoder:

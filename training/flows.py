@@ -158,7 +158,7 @@ class GINEncoder(Encoder):
         if constraint != "none":
             raise UserError(f"encoder gin takes no output constraint (it would break volume preservation), "
                             f"got {constraint!r}")
-        self.flow = GIN(in_dim, blocks, hidden)
+        self.flow, self.feature_dim = GIN(in_dim, blocks, hidden), in_dim
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.flow(x)

@@ -1,6 +1,6 @@
 """Encoders of paper 004's generative models, registered in ENCODERS: the MLP for 28x28 images and the
-ResNet-style conv net for 32/64 px. Both record ``image_size`` and ``channels`` so an objective can build
-the mirror decoder (``training.decoders.build_decoder``)."""
+ResNet-style conv net for 32/64 px. Both record ``image_size`` and ``channels``, from which each gives its mirror
+decoder (``mirror_decoder``: the MLP's reversed, the conv decoder for the ResNet)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from causal.errors import UserError
+from training.decoders import MLPDecoder
 from training.encoder_base import Encoder
 from training.hparams import Counts
 from training.registry import ENCODERS
@@ -31,6 +32,7 @@ class MLPImageEncoder(Encoder):
                  hidden: Counts = (500, 500, 2000)):
         super().__init__(out_dim, constraint)
         self.image_size, self.channels, self.hidden = image_size, channels, tuple(hidden)
+        self.feature_dim = self.hidden[-1]
         sizes = [channels * image_size * image_size, *self.hidden]
         layers: list[nn.Module] = [nn.Flatten()]
         for a, b in zip(sizes[:-1], sizes[1:], strict=True):
@@ -42,6 +44,10 @@ class MLPImageEncoder(Encoder):
 
     def head(self, h: torch.Tensor) -> torch.Tensor:
         return self.fc(h)
+
+    def mirror_decoder(self, z_dim: int, width: int = 256) -> nn.Module:
+        """The mirror MLP: Z -> the hidden sizes reversed -> channels x H x W (``width`` is unused)."""
+        return MLPDecoder(z_dim, self.mirrored_image_size(), self.channels, hidden=tuple(reversed(self.hidden)))
 
 
 class ResBlock(nn.Module):
@@ -75,7 +81,8 @@ class ResNetImageEncoder(Encoder):
             nn.ZeroPad2d((1, 2, 1, 2)), nn.Conv2d(channels, w[0], 4, 1, bias=False), nn.BatchNorm2d(w[0]), nn.ReLU(),
             nn.MaxPool2d(3, 2, 1), *stages, nn.Flatten())
         side = image_size // 2 // 2 ** (len(w) - 2)
-        self.fc = nn.Linear(w[-1] * side * side, out_dim)
+        self.feature_dim = w[-1] * side * side
+        self.fc = nn.Linear(self.feature_dim, out_dim)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(to_channels(x, self.channels))

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 
 from causal.errors import UserError
 from training.channel import ChannelNet, crop_grid, cut, sample_crops
+from training.encoder_base import Encoder
 from training.hparams import Count, NonNegative, Positive, Range
 from training.objectives.base import Objective
 from training.registry import OBJECTIVES
@@ -93,10 +94,9 @@ class CRLTAC(Objective):
         super().__init__(encoder, beta=beta, m=m, entropy_weight=entropy_weight, train_channel=train_channel,
                          crop=crop, stride=stride, top=top, channel_bound=channel_bound)
         self.jensen = channel_bound == "jensen"
-        image_size = getattr(encoder, "image_size", None)
-        if not image_size:
+        if not isinstance(encoder, Encoder) or not encoder.image_size:
             raise UserError("crl_tac needs an image encoder (e.g. --encoder tac_cnn)")
-        self.grid = crop_grid(int(image_size), crop, stride)
+        self.grid = crop_grid(int(encoder.image_size), crop, stride)
         self.beta, self.m, self.entropy_weight, self.top = float(beta), m, float(entropy_weight), max(1, int(top))
         self.train_channel = bool(train_channel)
         self.channel = ChannelNet(self.grid.n)

@@ -14,21 +14,14 @@ import torch
 from torch import nn
 
 from causal.errors import UserError
-from training.decoders import build_decoder
+from training.decoders import build_decoder, no_decoder_error
+from training.encoder_base import Encoder
 from training.gen_encoders import to_channels
 from training.hparams import Range
 from training.objectives.base import Objective
 from training.objectives.gaussian import sample_posterior
 
 LOGVAR_RANGE = (-12.0, 8.0)  # clamp of the posterior log-variance: keeps exp() finite early in training
-
-
-def feature_dim(encoder: nn.Module) -> int:
-    """Width of ``encoder.features``: the input size of its last Linear layer (its output head)."""
-    linears = [m for m in encoder.modules() if isinstance(m, nn.Linear)]
-    if not linears:
-        raise UserError(f"encoder {getattr(encoder, 'registry_name', '?')} has no linear output head")
-    return linears[-1].in_features
 
 
 DecoderWidth = Annotated[int, Range(ge=16)]  # the mirrored decoder's first width (the vae family's hyperparameter)
@@ -39,10 +32,12 @@ class GenerativeObjective(Objective):
 
     def __init__(self, encoder: nn.Module, **hparams: Any):
         super().__init__(encoder, **hparams)
-        if getattr(encoder, "constraint", "none") != "none":
+        if not isinstance(encoder, Encoder):  # it declares the feature width and the mirror decoder used below
+            raise no_decoder_error(encoder)
+        if encoder.constraint != "none":
             raise UserError(f"{type(self).__name__}: the posterior mean must be unconstrained; use --constraint none")
-        self.channels = int(getattr(encoder, "channels", 3))
-        self.logvar_head = nn.Sequential(nn.ReLU(), nn.Linear(feature_dim(encoder), encoder.out_dim))
+        self.channels = int(encoder.channels)
+        self.logvar_head = nn.Sequential(nn.ReLU(), nn.Linear(encoder.feature_dim, encoder.out_dim))
         self.decoder = build_decoder(encoder, width=int(hparams.get("decoder_width", 256)))
 
     def posterior(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

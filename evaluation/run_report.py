@@ -1,0 +1,100 @@
+"""Score a trained run on a test store (what ``ident3d evaluate`` and each ``compare`` cell report): R^2 per
+latent, class accuracy and MCC, in columns derived from the store's latent groups (paper 000's table for
+Causal3DIdent), each marked content or style, for the encoder's output and inner layer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from causal.errors import UserError
+
+
+def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int = 20480, kernel: bool = True,
+                 device: str = "auto", da_style: dict[str, Any] | None = None,
+                 figure: str | None = None, metrics: Sequence[str] = ()) -> dict[str, Any]:
+    """Encode the test store with the run and score every latent; returns the report as a dict.
+
+    The report's columns come from the test store's latent groups; ``da_style`` ({DA recipe: nodes, groups
+    or change sets}) overrides which latents a DA recipe counts as changing (see ``evaluation.report``). Runs
+    with a trained augmentation channel (CRL-TAC) also get a "channel" section (where P(T|X) puts its mass)
+    and, with ``figure``, paper 002's Fig. 3 as a PNG there. ``metrics``: disentanglement metrics of the output
+    layer against the latents (``evaluation.metric_suite``: dci, dci_es, mig, sap, citris), fit and scored on the
+    same splits as the probes.
+    """
+    from evaluation import linear_probe_accuracy, mcc, r2_per_latent
+    from evaluation.encode import encode_store, load_run
+    from evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
+    from evaluation.uniformity import uniformity
+    from training.data import store_info
+    from training.objectives import OBJECTIVES
+    from training.trainer import pick_device
+
+    cfg, state = load_run(run_dir)
+    info = store_info(test_store)
+    stored_views = info.views
+    if Path(cfg.data).exists():
+        train_info = store_info(cfg.data, allow_partial=True)
+        if (train_info.scene, train_info.latent_names) != (info.scene, info.latent_names):
+            raise UserError(f"{test_store} is a {info.scene} store but the run was trained on {train_info.scene} "
+                            f"({cfg.data}); evaluate on a store of the same scene and latents")
+        if train_info.image_size != info.image_size:
+            raise UserError(f"{test_store} has {info.image_size} px images, the run was trained on "
+                            f"{train_info.image_size} px")
+        stored_views = train_info.views  # the pairs the run was trained on
+    rows = info.rows
+    if rows.size < 20:
+        raise UserError(f"{test_store} has only {rows.size} finished images; evaluation needs at least 20")
+    fit_n = min(n_fit, rows.size // 3)
+    rows = rows[: fit_n + min(n_score, rows.size - fit_n)]
+    enc = encode_store(cfg, state, info, rows, device=str(pick_device(device)))
+    y, names = enc["latents"], info.latent_names
+    cols = columns(names, info.latent_groups)
+    style = resolve_style(cfg.views, info.scm, stored_views, da_style)
+    col_marks = marks(cols, style.latents)
+    report: dict[str, Any] = {"run": str(run_dir), "test_store": test_store, "views": cfg.views,
+                              "objective": cfg.objective, "n_fit": fit_n, "n_score": len(rows) - fit_n,
+                              "style_latents": sorted(style.latents), "da_style": style.da_map,
+                              "da_unmapped": style.unmapped, "columns": titles(cols, "classes" in enc),
+                              "column_latents": {c.title: list(c.latents) for c in cols},
+                              "column_marks": col_marks, "layers": {}}
+    table = {}
+    layers = ["output", "inner", *(k for k in enc if k not in ("output", "inner", "rows", "latents", "classes"))]
+    for layer in layers:
+        z = enc[layer]
+        zf, zs, yf, ys = z[:fit_n], z[fit_n:], y[:fit_n], y[fit_n:]
+        lin = r2_per_latent(zf, yf, zs, ys, kind="linear")
+        ker = r2_per_latent(zf, yf, zs, ys, kind="kernel") if kernel else lin
+        acc = None
+        if "classes" in enc:
+            acc = linear_probe_accuracy(zf, enc["classes"][:fit_n], zs, enc["classes"][fit_n:])
+        row = table_row(ker.scores, names, cols, acc)
+        table[f"{layer} ({z.shape[1]}-d)"] = row
+        report["layers"][layer] = {
+            "dim": int(z.shape[1]), "r2_method": ker.method, "class_accuracy": acc,
+            "r2_kernel": dict(zip(names, ker.scores.round(4).tolist(), strict=True)),
+            "r2_linear": dict(zip(names, lin.scores.round(4).tolist(), strict=True)),
+            "mcc_pearson_out_of_sample": mcc(yf, zf, z_true_test=ys, z_pred_test=zs) if z.shape[1] <= 512 else None,
+            "uniformity": round(uniformity(zs), 4),  # Wang & Isola's log potential; paper 002 reports exp of it
+            "table": row,
+        }
+    if metrics:
+        from evaluation.metric_suite import metric_suite, parse_metrics
+
+        z = enc["output"]
+        report["metrics"] = metric_suite(parse_metrics(metrics), y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:])
+    if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
+        from evaluation.channel import summarise_run
+
+        report["channel"] = summarise_run(cfg, state, info, rows[fit_n:], str(pick_device(device)), figure)
+    method = report["layers"]["output"]["r2_method"]
+    note = f"R^2: {method}; (S) style = changed by {cfg.views}, (C) content, (C/S) partly style; bold: >= 0.5"
+    if style.unmapped:
+        note += (f"\nDA recipes that change no latent of this store (their columns count as content): "
+                 f"{', '.join(style.unmapped)}")
+    report["markdown"] = markdown(table, col_marks, note=note)
+    for name, values in report.get("metrics", {}).items():
+        report["markdown"] += f"\n{name} (output layer): " + ", ".join(
+            f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+    return report
