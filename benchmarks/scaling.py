@@ -45,7 +45,7 @@ def trend(xs: list[float], ys: list[float], target: float) -> dict[str, Any]:
     out: dict[str, Any] = {"slope_per_decade": float(slope)}
     gap = target - ys[-1]
     if abs(gap) <= MATCH:
-        out["reaches_paper"] = "already within MATCH"
+        out["reaches_paper"] = f"already within {MATCH}"
     elif slope != 0 and np.sign(slope) == np.sign(gap):
         at = 10 ** ((target - icept) / slope)
         out["reaches_paper"] = "extrapolation"
@@ -125,6 +125,7 @@ def figure(p001: dict[str, Any] | None, p000: dict[str, Any] | None, path: Path)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     panels = (1 if p001 else 0) + (len(PAPER000_ROWS) + 1 if p000 else 0)
     fig, axes = plt.subplots(2, panels, figsize=(3.6 * panels, 6.4), squeeze=False)
@@ -167,6 +168,7 @@ def figure(p001: dict[str, Any] | None, p000: dict[str, Any] | None, path: Path)
             ax.set_xscale("log")
             ax.set_xlabel("pixels seen (steps x batch x px^2)", fontsize=7)
             ax.tick_params(labelsize=7)
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_ylim(-0.1, 1.1) if ax in axes[0] else ax.set_ylim(-0.1, 1.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
