@@ -30,7 +30,7 @@ from evaluation.channel import cell_oracle, channel_figure, channel_summary  # n
 from evaluation.probe_run import load_objective  # noqa: E402
 from evaluation.probes import linear_probe_accuracy  # noqa: E402
 from evaluation.uniformity import uniformity  # noqa: E402
-from training.datasets import CANVAS_CELLS, load_dataset, write_dataset_store  # noqa: E402
+from ingest.datasets import CANVAS_CELLS, load_dataset, write_dataset_store  # noqa: E402
 from training.trainer import CHECKPOINT, TrainConfig, load_checkpoint, train  # noqa: E402
 from training.views import Normalize, to_float  # noqa: E402
 

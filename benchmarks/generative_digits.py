@@ -30,7 +30,7 @@ from evaluation.figures_recon import reconstruction_figure  # noqa: E402
 from evaluation.probe_run import encode, load_objective, reconstructions, unnormalise  # noqa: E402
 from evaluation.probe_suite import classification_probes  # noqa: E402
 from evaluation.uniformity import reconstruction_mse  # noqa: E402
-from training.datasets import ImageDataset, digits, load_dataset, write_dataset_store  # noqa: E402
+from ingest.datasets import ImageDataset, digits, load_dataset, write_dataset_store  # noqa: E402
 from training.gen_encoders import ENCODERS  # noqa: E402  (importing it registers mlp_vae)
 from training.trainer import TrainConfig, train  # noqa: E402
 

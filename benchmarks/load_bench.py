@@ -20,7 +20,8 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from render import render_store
-from training.data import StoreBatches, make_loader, store_info
+from store.info import store_info
+from training.data import StoreBatches, make_loader
 from training.views import Normalize, make_view_maker
 
 

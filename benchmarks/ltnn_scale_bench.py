@@ -5,7 +5,7 @@ the in-memory limit is), interleaved batch by batch in one process; chunk decode
 
 The store is built once (cached at ``--store``): Causal3DIdent latents from the project's SCM sampler and
 images drawn with numpy from them (a coloured blob on a coloured background, not Blender renders), written
-with ``render.store.prepare`` (the project's arrays, codecs and attributes) in bulk, chunks of 64.
+with ``store.zarr_io.prepare`` (the project's arrays, codecs and attributes) in bulk, chunks of 64.
 
     python benchmarks/ltnn_scale_bench.py --out results/ltnn_scale_bench.json
 """
@@ -13,6 +13,7 @@ with ``render.store.prepare`` (the project's arrays, codecs and attributes) in b
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -31,9 +32,10 @@ import training.chunk_cache as chunk_cache
 import training.data as data
 from causal import load_scm
 from render.api import plan_render
-from render.store import prepare
+from store.info import image_stats, store_info
+from store.zarr_io import prepare
 from training.chunk_cache import DEFAULT_CACHE_BYTES
-from training.data import StoreBatches, image_stats, store_info
+from training.data import StoreBatches
 from training.pairs import NearestNeighbourPairs
 from training.views import Normalize, make_view_maker
 
@@ -65,7 +67,8 @@ def build_store(path: str, n: int, size: int, chunk: int) -> float:
         pass
     t0 = time.perf_counter()
     plan = plan_render(path, scene="causal3dident", n=n, settings={"resolution": size}, chunk_size=chunk)
-    attrs = dict(plan.attrs, render={**plan.attrs["render"], "source": "numpy blobs (benchmarks/ltnn_scale_bench.py)"})
+    attrs = dataclasses.replace(plan.attrs, render={**plan.attrs.render,
+                                                    "source": "numpy blobs (benchmarks/ltnn_scale_bench.py)"})
     group = prepare(path, attrs, plan.layout, overwrite=True)
     samples = load_scm("causal3dident").sample(n, seed=0)
     for lo in range(0, n, BLOCK):

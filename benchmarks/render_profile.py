@@ -87,7 +87,7 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
     from render.driver import cpu_cores, cycles_seeds
     from render.scene import pose
     from render.settings import render_settings
-    from render.store import ChunkData, prepare, write_chunk
+    from store.zarr_io import ChunkData, prepare, write_chunk
 
     renderer = build_renderer("causal3dident", render_settings("fast", resolution=res).to_dict(), threads=cpu_cores())
     rec = Recorder()

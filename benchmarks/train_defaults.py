@@ -35,10 +35,11 @@ def ensure_store(path: Path, n: int) -> float:
 
 def store_facts(path: Path) -> dict[str, object]:
     """The store's image count, resolution and samples per pixel, from its attributes."""
-    import zarr
+    from store.attrs import read_attrs
+    from store.zarr_io import open_store
 
-    attrs = zarr.open_group(str(path), mode="r").attrs
-    return {"images": attrs["n"], "resolution": attrs["render"]["resolution"], "samples": attrs["render"]["samples"]}
+    attrs = read_attrs(open_store(str(path)), str(path))
+    return {"images": attrs.n, "resolution": attrs.render["resolution"], "samples": attrs.render["samples"]}
 
 
 def timed_train(store: Path, run: Path) -> tuple[list[str], float, str]:

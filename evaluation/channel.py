@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from store.attrs import StoreAttrs
 from training.channel import CropGrid, nonblank_crops
 
 
@@ -99,7 +100,7 @@ def summarise_run(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, 
     import zarr
 
     from evaluation.encode import trained_objective
-    from render.store import read_rows
+    from store.zarr_io import read_rows
     from training.views import Normalize, to_float
 
     objective = trained_objective(cfg, state, info, device)
@@ -112,14 +113,14 @@ def summarise_run(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, 
     x = norm(to_float(torch.from_numpy(images).to(device)))
     probs = channel_probabilities(objective, x)
     classes = read_rows(group["classes"], span, info.path)[rows - rows[0]] if "classes" in group else None
-    centre = object_centres(dict(group.attrs), latents, classes, images.shape[1])
+    centre = object_centres(info.attrs, latents, classes, images.shape[1])
     out = channel_summary(probs, images, objective.grid, latents, info.latent_names, centre)
     if figure is not None:
         out["figure"] = str(channel_figure(images, probs, objective.grid, figure))
     return out
 
 
-def object_centres(attrs: dict[str, Any], latents: np.ndarray, classes: np.ndarray | None,
+def object_centres(attrs: StoreAttrs, latents: np.ndarray, classes: np.ndarray | None,
                    size: int) -> np.ndarray | None:
     """Each image's object origin in pixels (N, 2), by the store's scene camera; None when the store has no
     scene to project with (a dataset of images, or latents the scene does not name)."""
@@ -127,13 +128,13 @@ def object_centres(attrs: dict[str, Any], latents: np.ndarray, classes: np.ndarr
     from render.scene import SceneError, load_scene, scene_from_dict
 
     try:
-        if attrs.get("scene") == "imported":
-            scene = load_scene(attrs["source_format"])
-        elif isinstance(attrs.get("scene_spec"), dict):
-            scene = scene_from_dict(attrs["scene_spec"])
+        if attrs.scene == "imported" and attrs.source_format:
+            scene = load_scene(attrs.source_format)
+        elif "latents" in attrs.scene_spec:
+            scene = scene_from_dict(attrs.scene_spec)
         else:
             return None
-        cols = [list(attrs["latent_names"]).index(name) for name in scene.latent_names]
+        cols = [list(attrs.latent_names).index(name) for name in scene.latent_names]
     except (SceneError, KeyError, ValueError):
         return None
     return object_pixels(scene, latents[:, cols], classes, size)

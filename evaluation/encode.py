@@ -11,7 +11,7 @@ import torch
 import zarr
 
 from causal.errors import UserError
-from render.store import chunk_bounds, read_rows
+from store.zarr_io import chunk_bounds, read_rows
 
 
 def load_run(run_dir: str | Path) -> tuple[Any, torch.nn.Module]:
@@ -42,7 +42,7 @@ def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, d
     """{"inner": (N, H), "output": (N, D), "latents": (N, L), "classes": (N,) or absent} for ``rows``, plus any
     further layers the objective's ``representations`` names (e.g. CRL-TAC's top-crop averages).
 
-    A damaged chunk is a one-line :class:`render.store.CorruptChunkError` naming it, not a codec traceback.
+    A damaged chunk is a one-line :class:`store.zarr_io.CorruptChunkError` naming it, not a codec traceback.
     """
     from training.views import Normalize, to_float
 

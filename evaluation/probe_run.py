@@ -15,7 +15,7 @@ from causal.errors import UserError
 def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]:
     """(TrainConfig, objective with trained weights, in eval mode) of a run, built for ``image_size`` px."""
     from evaluation.encode import load_run
-    from training.data import store_info
+    from store.info import store_info
     from training.encoders import build_encoder
     from training.objectives import OBJECTIVES
 

@@ -27,7 +27,7 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     from evaluation.encode import encode_store, load_run
     from evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
     from evaluation.uniformity import uniformity
-    from training.data import store_info
+    from store.info import store_info
     from training.objectives import OBJECTIVES
     from training.trainer import pick_device
 

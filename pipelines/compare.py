@@ -216,7 +216,6 @@ def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
     """Check both stores with the renderer before either renders (nothing is written; ``head`` starts an error's
     line); returns each store's fingerprint digest (what a cell's key records of its data, not its path)."""
     from render import plan_render
-    from render.store import FINGERPRINT_KEYS
 
     digests = {}
     for key in ("train", "test"):
@@ -224,8 +223,7 @@ def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
             plan = plan_render(f"{key}.zarr", **store_args(cfg["stores"][key], cfg.get("scene", "causal3dident")))
         except UserError as exc:
             raise UserError(f"{head}: stores.{key}: {exc}") from None
-        fingerprint = {k: plan.attrs.get(k) for k in FINGERPRINT_KEYS}
-        digests[key] = hashlib.sha256(canonical(fingerprint).encode()).hexdigest()
+        digests[key] = hashlib.sha256(canonical(plan.attrs.fingerprint()).encode()).hexdigest()
     return digests
 
 
@@ -440,7 +438,7 @@ def write_csv(table: dict[str, Any], path: Path, counts: dict[str, int] | None =
 def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
     """Fail before any training when the config's ``da_style`` names latents the store's SCM lacks."""
     from evaluation.report import check_da_style_names
-    from training.data import store_info
+    from store.info import store_info
 
     if cfg.get("da_style"):
         check_da_style_names(cfg["da_style"], store_info(test_store, allow_partial=True).scm, "config da_style")

@@ -10,7 +10,7 @@ from causal.errors import UserError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from training.datasets import DATASETS
+    from ingest.datasets import DATASETS
 
     p = sub.add_parser(
         "dataset", help="write an image benchmark (digits, mnist5k, MNIST, CIFAR10, CelebA, ...) as a store",
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from training.datasets import dataset_source, load_dataset, write_dataset_store
+    from ingest.datasets import dataset_source, load_dataset, write_dataset_store
 
     if args.size is not None and not 8 <= args.size <= 512:
         raise UserError(f"--size must be between 8 and 512, got {args.size}")

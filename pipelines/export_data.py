@@ -1,13 +1,13 @@
-"""``ident3d export``: the command-line skin over ``render.published.export_published`` (an ident3d store -> a
+"""``ident3d export``: the command-line skin over ``ingest.published.export_published`` (an ident3d store -> a
 folder in the published 3DIdent or Causal3DIdent layout)."""
 
 from __future__ import annotations
 
 import argparse
 
+from ingest.published import FORMATS, export_published
 from pipelines.files import check_output_dir
 from pipelines.flags import flag_names
-from render.published import FORMATS, export_published
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,4 +1,4 @@
-"""API parameter errors in the command line's words: ``chunk_size must be ...`` from ``render.published`` (or any
+"""API parameter errors in the command line's words: ``chunk_size must be ...`` from ``ingest.published`` (or any
 API raising ``causal.errors.ParameterError``) reads ``--chunk-size must be ...`` from the command that called it."""
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""``ident3d import``: the command-line skin over ``render.published.import_published`` (a published 3DIdent or
+"""``ident3d import``: the command-line skin over ``ingest.published.import_published`` (a published 3DIdent or
 Causal3DIdent folder -> an ident3d store)."""
 
 from __future__ import annotations
 
 import argparse
 
+from ingest.published import FORMATS, ImportReport, import_published
 from pipelines.flags import flag_names
 from render.driver import CONNECT_TIMEOUT_S
-from render.published import FORMATS, ImportReport, import_published
-from render.store import IMAGE_LEVEL
+from store.zarr_io import IMAGE_LEVEL
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

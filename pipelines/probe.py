@@ -18,14 +18,14 @@ def labelled_images(store: str | None, dataset: str | None, root: str | None, ma
                     test_split: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(uint8 images, classes) of the first ``max_images`` finished rows of a store, or of a named dataset."""
     if dataset:
-        from training.datasets import load_dataset
+        from ingest.datasets import load_dataset
 
         ds = load_dataset(dataset, root, train=not test_split)
         return ds.images[:max_images], ds.classes[:max_images]
     import zarr
 
-    from render.store import read_rows
-    from training.data import store_info
+    from store.info import store_info
+    from store.zarr_io import read_rows
 
     info = store_info(store, allow_partial=True)
     if not info.class_names:

@@ -15,28 +15,29 @@ from rich.markup import escape
 from rich.table import Table
 
 from pipelines.files import check_output, write_atomic
+from store.attrs import StoreAttrs, read_attrs
 
 
 def summary(group: Any, path: str) -> Table:
     """A table of what the store holds and how it was made."""
-    from render.store import done_mask, view_names
+    from store.zarr_io import done_mask, view_names
 
-    a = dict(group.attrs)
+    a = read_attrs(group, path)
     done = done_mask(group, path)
     n, h, w, _ = group["images"].shape
     t = Table(title=escape(f"store {path}"), title_justify="left", show_header=False)
     rows = [
-        ("scene", a.get("scene", "?")),
+        ("scene", a.scene),
         ("images", f"{n} x {h}x{w} RGB, {int(done.sum())}/{len(done)} chunks done"
                    f" (chunk size {group['images'].chunks[0]})"),
-        ("latents", ", ".join(a.get("latent_names", []))),
-        ("groups", "; ".join(f"{g}: {', '.join(m)}" for g, m in a.get("latent_groups", {}).items())),
-        ("classes", ", ".join(a.get("class_names") or []) or "-"),
+        ("latents", ", ".join(a.latent_names)),
+        ("groups", "; ".join(f"{g}: {', '.join(m)}" for g, m in a.latent_groups.items())),
+        ("classes", ", ".join(a.class_names or []) or "-"),
         ("meshes", mesh_note(a)),
-        ("views", "; ".join(f"{v}: {', '.join(c)}" for v, c in a.get("views", {}).items()) or "-"),
-        ("render", ", ".join(f"{k}={v}" for k, v in a.get("render", {}).items())),
-        ("seed", str(a.get("seed"))),
-        ("software", ", ".join(f"{k} {v}" for k, v in a.get("software", {}).items())),
+        ("views", "; ".join(f"{v}: {', '.join(c)}" for v, c in a.views.items()) or "-"),
+        ("render", ", ".join(f"{k}={v}" for k, v in a.render.items())),
+        ("seed", str(a.seed)),
+        ("software", ", ".join(f"{k} {v}" for k, v in a.software.items())),
     ]
     if view_names(group):
         rows.append(("pairs", "anchor left, views to the right in the grid"))
@@ -45,10 +46,10 @@ def summary(group: Any, path: str) -> Table:
     return t
 
 
-def mesh_note(attrs: dict[str, Any]) -> str:
+def mesh_note(attrs: StoreAttrs) -> str:
     """Which classes used a mesh file (name and sha256 prefix) and which their built-in stand-in, from a store's
     attributes."""
-    meshes, hashes = attrs.get("meshes") or {}, attrs.get("mesh_sha256") or {}
+    meshes, hashes = attrs.meshes or {}, attrs.mesh_sha256 or {}
     files = [f"{c}={Path(m).name} ({hashes[c][:8]})" if c in hashes else f"{c}={Path(m).name}"
              for c, m in meshes.items() if not str(m).startswith("builtin:")]
     standins = [c for c, m in meshes.items() if str(m).startswith("builtin:")]
@@ -78,10 +79,10 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from render.store import chunk_bounds, done_mask, read_rows, store_name, view_names
+    from store.zarr_io import chunk_bounds, done_mask, read_rows, store_name, view_names
 
-    a = dict(group.attrs)
     path = path or store_name(group)
+    a = read_attrs(group, path)
     n, c = group["images"].shape[0], group["images"].chunks[0]
     rows_done = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
                                or [np.zeros(0, int)])
@@ -93,8 +94,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
         np.random.default_rng(seed).choice(rows_done, min(count, rows_done.size), replace=False))
     views = view_names(group)
     prefixes = [""] + [f"views/{v}/" for v in views]
-    names, groups = a.get("latent_names", []), a.get("latent_groups", {})
-    class_names = a.get("class_names")
+    names, groups, class_names = a.latent_names, a.latent_groups, a.class_names
     cols = max(1, cols // len(prefixes)) * len(prefixes)
     per_row = cols // len(prefixes)
     nrows = -(-len(pick) // per_row)
@@ -121,7 +121,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
 
 def _done_rows(group: Any, path: str) -> np.ndarray:
     """Rows of the store's finished chunks, in order."""
-    from render.store import chunk_bounds, done_mask
+    from store.zarr_io import chunk_bounds, done_mask
 
     n, c = group["images"].shape[0], group["images"].chunks[0]
     return np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
@@ -145,7 +145,7 @@ def _shared_rows(groups: Sequence[Any], names: Sequence[str], count: int, seed: 
 def _same_latents(groups: Sequence[Any], names: Sequence[str], rows: np.ndarray) -> None:
     """Every store holds the first store's latents and classes in ``rows``; else a one-line UserError."""
     from causal.errors import UserError
-    from render.store import read_rows
+    from store.zarr_io import read_rows
 
     def values(g: Any, name: str, key: str) -> np.ndarray | None:
         return read_rows(g[key], slice(0, int(rows.max()) + 1), name)[rows] if key in g else None
@@ -171,7 +171,7 @@ def _first_mismatch(a: np.ndarray | None, b: np.ndarray | None, rows: np.ndarray
 
 def _store_label(group: Any, name: str) -> str:
     """A figure row's label: the store's folder name, then one line per class mesh file (or 'stand-ins')."""
-    meshes = dict(group.attrs).get("meshes") or {}
+    meshes = read_attrs(group, name).meshes or {}
     files = [f"{c}: {Path(m).name}" for c, m in meshes.items() if not str(m).startswith("builtin:")]
     rest = "other classes: stand-ins" if files and len(files) < len(meshes) else None
     lines = [Path(name.rstrip("/")).name, *(files or ["built-in stand-ins"]), *([rest] if rest else [])]
@@ -189,11 +189,11 @@ def save_side_by_side(groups: Sequence[Any], names: Sequence[str], out: Path, co
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from render.store import read_rows
+    from store.zarr_io import read_rows
 
     rows = _shared_rows(groups, names, count, seed)
     _same_latents(groups, names, rows)
-    class_names = dict(groups[0].attrs).get("class_names")
+    class_names = read_attrs(groups[0], names[0]).class_names
     labels = [_store_label(g, name) for g, name in zip(groups, names, strict=True)]
     left = 0.2 + 0.045 * max(len(line) for label in labels for line in label.splitlines())  # inches, 6 pt text
     fig, axes = plt.subplots(len(groups), len(rows), figsize=(1.25 * len(rows) + left, 1.3 * len(groups) + 0.3),
@@ -248,7 +248,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print each store's summary; with --out save the grid (one store) or the side-by-side figure (several)."""
     from causal.errors import UserError
-    from render.store import open_store
+    from store.zarr_io import open_store
 
     if args.count <= 0 or args.cols <= 0:
         raise UserError("--count and --cols must be positive")

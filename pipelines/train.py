@@ -71,10 +71,11 @@ def same_store(saved: str, now: str) -> bool:
     copied store, or a run saved with a relative path elsewhere) two stores with identical attributes."""
     if store_path(saved) == store_path(now):
         return True
-    from render.store import open_store
+    from store.attrs import read_attrs
+    from store.zarr_io import open_store
 
     try:
-        return dict(open_store(saved).attrs) == dict(open_store(now).attrs)
+        return read_attrs(open_store(saved), saved) == read_attrs(open_store(now), now)
     except UserError:
         return False
 
@@ -166,7 +167,7 @@ def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = No
 
 def fit_batch(cfg: Any) -> int:
     """The auto batch size, capped at the images the store holds (a small store is no error for a default)."""
-    from training.data import store_info
+    from store.info import store_info
 
     return min(cfg.batch_size, int(store_info(cfg.data, cfg.allow_partial, cfg.split).rows.size))
 

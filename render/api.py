@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-import platform
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +25,8 @@ from render.latents_io import GivenLatents, given_latents
 from render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
 from render.scene import Scene, load_scene, scene_from_dict
 from render.settings import RenderSettings, render_settings
-from render.store import FORMAT_VERSION, is_url
+from store.attrs import StoreAttrs
+from store.zarr_io import is_url
 
 VIEW_PRESETS = ("positions", "hues", "rotations", "positions+hues", "rotations+hues", "positions+rotations")
 
@@ -119,7 +117,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
               "views": list(the_views)}
     check_memory(layout, workers=1)
-    attrs = {**store_attrs(job, the_scene, the_scm, given), "meshes_dir": folder.folder if folder else None}
+    attrs = store_attrs(job, the_scene, the_scm, given, folder.folder if folder else None)
     return RenderPlan(job, attrs, layout,
                       None if given is None else given.latents, None if given is None else given.classes)
 
@@ -138,32 +136,15 @@ def check_mesh_files(scene: Scene) -> None:
             sniff_mesh(c.mesh, c.name)
 
 
-def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | None) -> dict[str, Any]:
-    """The store's self-description (format v1); ``render.store.FINGERPRINT_KEYS`` decide resuming."""
-    return {
-        "format_version": FORMAT_VERSION,
-        "scene": scene.name,
-        "scene_spec": job.scene,
-        "scm": job.scm,
-        "latent_names": scm.names,
-        "latent_groups": {g: [m for m in ms if m in scm.names] for g, ms in scm.groups.items()
-                          if any(m in scm.names for m in ms)},
-        "class_node": scm.class_node,
-        "class_names": scm.class_names,
-        "meshes": {c["name"]: c["mesh"] for c in job.scene["classes"]},
-        "mesh_sha256": mesh_hashes(scene),
-        "change_sets": scm.change_sets,
-        "render": job.settings,
-        "seed": job.seed,
-        "n": job.n,
-        "chunk_size": job.chunk_size,
-        "views": job.views,
-        "view_seeds": job.view_seeds,
-        "latents_source": "scm" if given is None else given.source,
-        "latents_sha256": None if given is None else given.sha256(),
-        "software": _versions(),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | None,
+                meshes_dir: str | None) -> StoreAttrs:
+    """The rendered store's self-description (``store.attrs.StoreAttrs.rendered``)."""
+    return StoreAttrs.rendered(
+        scene=scene.name, scene_spec=job.scene, scm=scm, render=job.settings, seed=job.seed, n=job.n,
+        chunk_size=job.chunk_size, views=job.views, view_seeds=job.view_seeds,
+        meshes={c["name"]: c["mesh"] for c in job.scene["classes"]}, mesh_sha256=mesh_hashes(scene),
+        meshes_dir=meshes_dir, latents_source="scm" if given is None else given.source,
+        latents_sha256=None if given is None else given.sha256())
 
 
 def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:
@@ -304,14 +285,3 @@ def _given(latents: LatentsArg, classes: np.ndarray | None, n: int | None, scm: 
 def _is_int(x: object) -> bool:
     """An integer (Python or NumPy), not a bool."""
     return isinstance(x, int | np.integer) and not isinstance(x, bool)
-
-
-def _versions() -> dict[str, str]:
-    """Versions of Python and the packages a store was made with."""
-    out = {"python": platform.python_version()}
-    for pkg in ("ident3d", "bpy", "zarr", "numpy", "dask"):
-        try:
-            out["blender" if pkg == "bpy" else pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out

@@ -21,7 +21,8 @@ import zarr
 from zarr.core.sync import sync
 
 from causal.errors import UserError
-from render.store import chunk_bounds, decode_error, is_url, n_chunks, open_store, view_names
+from store.attrs import read_attrs
+from store.zarr_io import chunk_bounds, decode_error, is_url, n_chunks, open_store, view_names
 
 ROW_ARRAYS = ("images", "latents", "classes")  # per prefix ("" and views/NAME/), in this order
 
@@ -173,7 +174,7 @@ def check_store(path: str, progress: Callable[[Iterable[int]], Iterable[int]] | 
     if group["done"].shape[0] != n_chunks(n, c):
         raise UserError(f"{path}: done has {group['done'].shape[0]} flags for {n_chunks(n, c)} chunks; "
                         "render it again with --overwrite")
-    n_classes = len(group.attrs.get("class_names") or []) or None
+    n_classes = len(read_attrs(group, str(path)).class_names or []) or None
     opened = {name: group[name] for name in arrays}
     for k in (progress or (lambda it: it))(report.done):
         for name, array in opened.items():

@@ -26,7 +26,8 @@ import numpy as np
 
 from causal import SCM, Samples, load_scm, rng
 from causal.errors import UserError
-from render.store import ChunkData, chunk_bounds, done_mask, is_url, n_chunks, prepare, write_chunk, write_given
+from store.attrs import StoreAttrs
+from store.zarr_io import ChunkData, chunk_bounds, done_mask, is_url, n_chunks, prepare, write_chunk, write_given
 
 FAULT_ENV = "IDENT3D_TEST_KILL_CHUNK"  # "K:MARKER": kill the worker once, mid-chunk K (tests only)
 FULL_DISK_ENV = "IDENT3D_TEST_FULL_DISK"  # "K": writing chunk K fails with ENOSPC (tests only)
@@ -64,7 +65,7 @@ class RenderPlan:
     """A validated render: the job, the store's attributes and layout, and given rows (None: sampled)."""
 
     job: RenderJob
-    attrs: dict[str, Any]
+    attrs: StoreAttrs
     layout: dict[str, Any]
     latents: np.ndarray | None = None
     classes: np.ndarray | None = None

@@ -174,7 +174,7 @@ def test_channel_starts_uniform():
 def small_canvas(tmp_path_factory):
     """sklearn's digits at 14 px on a 42 px canvas (the paper's geometry halved: 10 px crops at stride 2, 289
     crops), as a train store and the in-memory test split."""
-    from training.datasets import _subset, canvas, digits, write_dataset_store
+    from ingest.datasets import _subset, canvas, digits, write_dataset_store
 
     d = digits(14)
     train_set, test_set = canvas(_subset(d, slice(0, 1297)), 0), canvas(_subset(d, slice(1297, None)), 1)

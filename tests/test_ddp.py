@@ -170,9 +170,12 @@ def test_rank_slices_make_the_single_process_batch(in_memory, lanes):
     """--batch-size is global: the ranks' rows, concatenated in rank order, are one process's rows."""
     import numpy as np
 
-    from training.data import StoreBatches, StoreInfo
+    from store.attrs import StoreAttrs
+    from store.info import StoreInfo
+    from training.data import StoreBatches
 
-    info = StoreInfo("unused.zarr", 1000, 50, 8, ["a"], {}, None, {}, "test", {}, np.arange(1000, dtype=np.int64))
+    attrs = StoreAttrs(scene="test", scene_spec={}, scm={}, n=1000, chunk_size=50, latent_names=["a"])
+    info = StoreInfo("unused.zarr", 1000, 50, 8, attrs, np.arange(1000, dtype=np.int64))
     one = StoreBatches(info, 24, seed=3, in_memory=in_memory, lanes=lanes)
     for world in (2, 3, 4):
         parts = [StoreBatches(info, 24, seed=3, in_memory=in_memory, lanes=lanes, rank=r, world=world)

@@ -71,7 +71,7 @@ def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
     from evaluation.dci import dci
     from evaluation.encode import encode_store, load_run
     from evaluation.mig import mig
-    from training.data import store_info
+    from store.info import store_info
 
     out = tmp_path / "m.json"
     assert main(["evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",

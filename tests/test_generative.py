@@ -133,7 +133,7 @@ def test_image_encoders_mirror_their_size():
 
 @pytest.fixture(scope="module")
 def digits_store(tmp_path_factory):
-    from training.datasets import digits, write_dataset_store
+    from ingest.datasets import digits, write_dataset_store
 
     return write_dataset_store(digits(28), tmp_path_factory.mktemp("digits") / "digits.zarr")
 
@@ -146,7 +146,7 @@ def random_init_accuracy():
     """Linear-probe accuracy of the untrained encoder: on digits it is far above chance (about 0.7), so a
     trained model must beat it, not just the issue's 0.5."""
     from evaluation.probes import linear_probe_accuracy
-    from training.datasets import digits
+    from ingest.datasets import digits
 
     data = digits(28)
     torch.manual_seed(0)
@@ -163,7 +163,7 @@ def test_short_training_on_digits_lowers_the_loss_and_beats_a_random_encoder(obj
                                                                              random_init_accuracy):
     from evaluation.probe_run import encode, load_objective
     from evaluation.probes import linear_probe_accuracy
-    from training.datasets import digits
+    from ingest.datasets import digits
     from training.trainer import TrainConfig, train
 
     cfg = TrainConfig(data=str(digits_store), objective=objective, views="paper004_grey", encoder="mlp_vae",
@@ -181,7 +181,7 @@ def test_short_training_on_digits_lowers_the_loss_and_beats_a_random_encoder(obj
 
 
 def test_resnet_vae_trains_through_the_trainer_on_a_32px_store(tmp_path):
-    from training.datasets import digits, write_dataset_store
+    from ingest.datasets import digits, write_dataset_store
     from training.trainer import TrainConfig, train
 
     store = write_dataset_store(digits(32), tmp_path / "d32.zarr")

@@ -11,8 +11,11 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BELOW = ("causal", "render", "training", "evaluation", "benchmarks")
-PACKAGES = ("causal", "render", "training", "evaluation", "pipelines")
+BELOW = ("causal", "store", "render", "ingest", "training", "evaluation", "benchmarks")
+PACKAGES = ("causal", "store", "render", "ingest", "training", "evaluation", "pipelines")
+# what each package may import of the project (the layers of docs/architecture.md, lowest first)
+MAY_IMPORT = {"causal": {"causal"}, "store": {"causal", "store"}, "render": {"causal", "store", "render"},
+              "ingest": {"causal", "store", "render", "ingest"}}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -42,6 +45,15 @@ def test_imported_modules_sees_nested_imports(tmp_path):
 def test_nothing_below_pipelines_imports_it(package):
     offenders = [f"{p.relative_to(ROOT)} imports {m}" for p in sorted((ROOT / package).rglob("*.py"))
                  for m in sorted(imported_modules(p)) if m == "pipelines" or m.startswith("pipelines.")]
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_lower_layers_import_only_what_is_below_them(package):
+    """The store is below render and training, ingestion below training: no upward import."""
+    offenders = [f"{p.relative_to(ROOT)} imports {m}" for p in sorted((ROOT / package).rglob("*.py"))
+                 for m in sorted(imported_modules(p)) if m.split(".")[0] in PACKAGES
+                 and m.split(".")[0] not in MAY_IMPORT[package]]
     assert not offenders, offenders
 
 
@@ -91,7 +103,7 @@ def test_render_api_and_each_pipelines_module_import_cleanly_without_bpy():
     mods = sorted(module_name(p) for p in (ROOT / "pipelines").glob("*.py"))
     code = (
         "import importlib, sys\n"
-        "import render, render.api, render.driver, render.store, render.latents_io\n"
+        "import render, render.api, render.driver, store.zarr_io, render.latents_io\n"
         "assert 'bpy' not in sys.modules, 'importing render imported bpy'\n"
         f"for name in {mods!r}:\n"
         "    for m in [m for m in sys.modules if m.split('.')[0] == 'pipelines']:\n"

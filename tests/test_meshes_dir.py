@@ -223,7 +223,7 @@ def test_mesh_blender_cannot_use_fails_in_the_worker_as_one_line(inputs, cluster
 # ----- side by side ----------------------------------------------------------------------------------------
 def test_side_by_side_figure_differs_where_the_meshes_differ(stores, tmp_path, capsys):
     from pipelines.show import save_side_by_side
-    from render.store import open_store
+    from store.zarr_io import open_store
 
     png = tmp_path / "side_by_side.png"
     assert main(["show", str(stores[1]), str(stores[0]), "--out", str(png)]) == 0

@@ -20,9 +20,10 @@ from causal import load_scm
 from causal.errors import UserError
 from pipelines.cli import main
 from render.api import plan_render
-from render.store import ChunkData, CorruptChunkError, n_chunks, prepare, write_chunk
+from store.info import store_info
+from store.zarr_io import ChunkData, CorruptChunkError, n_chunks, prepare, write_chunk
 from training.chunk_cache import ChunkCache
-from training.data import StoreBatches, make_loader, store_info
+from training.data import StoreBatches, make_loader
 from training.pairs import NearestNeighbourPairs
 
 N, CHUNK, SIZE, BATCH = 3000, 64, 16, 256  # 47 chunks, the last one partial
@@ -40,7 +41,7 @@ def numpy_images(latents: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    """The store, written chunk by chunk with render.store's writer (prepare + write_chunk)."""
+    """The store, written chunk by chunk with store.zarr_io's writer (prepare + write_chunk)."""
     path = str(tmp_path_factory.mktemp("pairs") / "c3d16.zarr")
     plan = plan_render(path, scene="causal3dident", n=N, settings={"resolution": SIZE}, chunk_size=CHUNK)
     group = prepare(path, plan.attrs, plan.layout, overwrite=False)

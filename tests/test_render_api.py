@@ -65,18 +65,18 @@ def test_plan_records_settings_views_and_given_latents(tmp_path):
     s = scm.sample(5, seed=3)
     p = plan_render(tmp_path / "s.zarr", latents=s, settings={"resolution": 32, "hue_mode": "original"},
                     views={"h": "hues", "p": ["pos_x"]}, view_seeds="shared", chunk_size=2)
-    assert p.attrs["render"]["hue_mode"] == "original" and p.attrs["render"]["resolution"] == 32
-    assert p.attrs["views"] == {"h": ["obj_hue", "spot_hue", "bg_hue"], "p": ["pos_x"]}
-    assert p.attrs["view_seeds"] == "shared" and p.job.view_seeds == "shared" and p.job.given
-    assert p.attrs["n"] == 5 and p.job.n_chunks == 3 and p.attrs["latents_source"] == "Samples"
+    assert p.attrs.render["hue_mode"] == "original" and p.attrs.render["resolution"] == 32
+    assert p.attrs.views == {"h": ["obj_hue", "spot_hue", "bg_hue"], "p": ["pos_x"]}
+    assert p.attrs.view_seeds == "shared" and p.job.view_seeds == "shared" and p.job.given
+    assert p.attrs.n == 5 and p.job.n_chunks == 3 and p.attrs.latents_source == "Samples"
     assert np.array_equal(p.latents, s.latents) and np.array_equal(p.classes, s.classes)
     moved = s.latents.copy()
     moved[0, 0] += 1e-3  # one changed value changes the fingerprint
     q = plan_render(tmp_path / "s.zarr", latents=moved, classes=s.classes)
-    assert len(p.attrs["latents_sha256"]) == 64 and q.attrs["latents_sha256"] != p.attrs["latents_sha256"]
+    assert len(p.attrs.latents_sha256) == 64 and q.attrs.latents_sha256 != p.attrs.latents_sha256
     sampled = plan_render(tmp_path / "s.zarr", n=5)
-    assert sampled.attrs["latents_source"] == "scm" and sampled.attrs["latents_sha256"] is None
-    assert sampled.latents is None and not sampled.job.given and sampled.attrs["view_seeds"] == "independent"
+    assert sampled.attrs.latents_source == "scm" and sampled.attrs.latents_sha256 is None
+    assert sampled.latents is None and not sampled.job.given and sampled.attrs.view_seeds == "independent"
 
 
 # ----- given latents: round trips, resume, refusal, bad files ------------------------------------

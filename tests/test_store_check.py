@@ -16,7 +16,7 @@ from causal.errors import UserError
 from pipelines.cli import main
 from render import render_store
 from render.check import check_store, ranges
-from render.store import CorruptChunkError, done_mask
+from store.zarr_io import CorruptChunkError, done_mask
 
 # 20 rows in chunks of 8: chunk 2 is a short last chunk (rows 16-19)
 RENDER = {"scene": "causal3dident", "n": 20, "settings": {"resolution": 32, "samples": 4}, "seed": 3,
@@ -144,7 +144,8 @@ def test_train_evaluate_and_show_name_the_corrupt_chunk(clean, copy, tmp_path):
 
 
 def test_loader_workers_and_in_memory_reads_raise_one_line(copy):
-    from training.data import StoreBatches, make_loader, store_info
+    from store.info import store_info
+    from training.data import StoreBatches, make_loader
 
     truncate(copy, "images/c/0/0/0/0")
     info = store_info(str(copy))
@@ -176,7 +177,7 @@ def test_xarray_reads_named_dimensions_with_zarrs_values(clean):
 
 def test_stores_without_dimension_names_stay_readable(copy):
     """Stores made before dimension names (and checksums) still check, train and show."""
-    from training.data import store_info
+    from store.info import store_info
 
     for meta in copy.rglob("zarr.json"):
         spec = json.loads(meta.read_text())

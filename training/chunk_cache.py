@@ -3,8 +3,8 @@
 
 ``rows(ids)`` groups the ids by chunk, so each distinct chunk is decoded at most once per call, and keeps the
 most recently used decoded chunks up to ``max_bytes`` (never more: a chunk larger than the budget is used and
-dropped). Decodes go through :func:`render.store.read_rows`, so a damaged chunk is the one-line
-:class:`render.store.CorruptChunkError`. The cache never changes values, only how often chunks are decoded;
+dropped). Decodes go through :func:`store.zarr_io.read_rows`, so a damaged chunk is the one-line
+:class:`store.zarr_io.CorruptChunkError`. The cache never changes values, only how often chunks are decoded;
 each loader process (DataLoader worker) holds its own.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 import zarr
 
 from causal.errors import UserError
-from render.store import chunk_bounds, read_rows
+from store.zarr_io import chunk_bounds, read_rows
 
 DEFAULT_CACHE_BYTES = 256 * 2**20  # ~1,300 chunks of 64 images at 32 px, ~80 at 64 px, per loader process
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from causal.errors import UserError
-from training.data import StoreBatches, StoreInfo, image_stats, make_loader, store_info, store_latents
+from store.info import StoreInfo, image_stats, store_info, store_latents
+from training.data import StoreBatches, make_loader
 from training.encoder_base import Encoder
 from training.encoders import build_encoder
 from training.objectives import OBJECTIVES

@@ -2,7 +2,7 @@
 nearest stored image of the same class, skipping the anchor itself. The snap distance ||z~ - z_nn|| is the
 approximation error exact pairs avoid.
 
-Scale: the latents (read once through :func:`render.store.read_rows`, so a damaged chunk is one line) live in
+Scale: the latents (read once through :func:`store.zarr_io.read_rows`, so a damaged chunk is one line) live in
 memory with a k-d tree per class (250k x 10 float32 is 10 MB), and a batch's searches are one vectorised query
 per class. Partner images come from the batch's own chunks when they are there, otherwise from a byte-bounded
 LRU cache of decoded chunks (:class:`training.chunk_cache.ChunkCache`), so a batch decodes each distinct partner
@@ -22,7 +22,7 @@ from scipy.spatial import cKDTree
 from causal import Samples, load_scm
 from causal.errors import UserError
 from causal.rng import stream_key
-from render.store import read_rows
+from store.zarr_io import read_rows
 from training.chunk_cache import DEFAULT_CACHE_BYTES, ChunkCache
 
 if TYPE_CHECKING:

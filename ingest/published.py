@@ -14,7 +14,7 @@ decodes the PNGs in parallel Dask tasks (one task decodes and writes one chunk, 
 flag), so an interrupted or failed import resumes where it stopped. ``export_published`` writes a store
 back in either layout (lossless PNGs, float32 latents), so existing code reads our renders.
 
-    from render.published import import_published, export_published
+    from ingest.published import import_published, export_published
     import_published("downloads/3dident", "stores/3di_train.zarr", "3dident", split="trainset")
     export_published("stores/c3d.zarr", "exports/c3d", "causal3dident")
 """
@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +40,8 @@ from causal.errors import ParameterError, UserError
 from render.driver import CONNECT_TIMEOUT_S, ChunkFailure
 from render.latents_io import GivenLatents, check, load_numpy
 from render.meshes import file_sha256
-from render.store import (
-    FORMAT_VERSION,
+from store.attrs import StoreAttrs, read_attrs
+from store.zarr_io import (
     IMAGE_LEVEL,
     ChunkData,
     chunk_bounds,
@@ -244,30 +243,17 @@ def _check_scaled(path: Path, raw: np.ndarray, scm: SCM) -> np.ndarray:
 
 
 # ----- the store -----------------------------------------------------------------------------------
-def import_attrs(source: PublishedSource, chunk_size: int) -> dict[str, Any]:
+def import_attrs(source: PublishedSource, chunk_size: int) -> StoreAttrs:
     """The store's self-description: where it came from (format, folder, layout, file hashes), the SCM's
     latent names and groups (so content/style columns work) and, for causal3dident, the class names."""
-    from render.api import _versions
-
-    scm = load_scm(source.fmt)
     given = GivenLatents(source.latents, source.classes, source.fmt)
-    return {
-        "format_version": FORMAT_VERSION, "scene": "imported", "source_format": source.fmt,
-        "source": str(source.root), "source_layout": source.layout, "source_sha256": source.sha256,
-        "scene_spec": {"imported": source.fmt, "source": str(source.root), "layout": source.layout},
-        "scm": scm.spec, "latent_names": scm.names,
-        "latent_groups": {g: [m for m in ms if m in scm.names] for g, ms in scm.groups.items()
-                          if any(m in scm.names for m in ms)},
-        "class_node": scm.class_node, "class_names": scm.class_names, "meshes": {},
-        "change_sets": scm.change_sets, "render": {"source": "imported", "resolution": source.height},
-        "seed": 0, "n": len(source), "chunk_size": chunk_size, "views": {}, "view_seeds": None,
-        "latents_source": ", ".join(source.layout["raw_latents"]), "latents_sha256": given.sha256(),
-        "software": _versions(), "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    return StoreAttrs.imported(source.fmt, str(source.root), source.layout, source.sha256, load_scm(source.fmt),
+                               source.height, len(source), chunk_size, ", ".join(source.layout["raw_latents"]),
+                               given.sha256())
 
 
 def import_layout(source: PublishedSource, chunk_size: int, level: int = IMAGE_LEVEL) -> dict[str, Any]:
-    """The store's array layout for ``render.store.prepare`` (``level``: the image chunks' zstd level)."""
+    """The store's array layout for ``store.zarr_io.prepare`` (``level``: the image chunks' zstd level)."""
     return {"n": len(source), "chunk_size": chunk_size, "height": source.height, "width": source.width,
             "n_latents": source.latents.shape[1], "has_classes": source.classes is not None, "views": [],
             "image_level": level}
@@ -476,11 +462,12 @@ def check_exportable(group: Any, store: str, fmt: str) -> None:
     if not done.all():
         raise UserError(f"{store} is incomplete ({int(done.sum())}/{len(done)} chunks done); finish it first")
     names = list(load_scm(fmt).names)
-    have = list(group.attrs.get("latent_names", []))
+    attrs = read_attrs(group, store)
+    have = list(attrs.latent_names)
     if have != names:
         raise UserError(f"{fmt} export needs the 10 latents {', '.join(names)} in this order; {store} has "
                         f"{', '.join(have) or 'none'}")
-    if fmt == "causal3dident" and ("classes" not in group or not group.attrs.get("class_names")):
+    if fmt == "causal3dident" and ("classes" not in group or not attrs.class_names):
         raise UserError(f"causal3dident export needs a store with classes; {store} has none (export it as 3dident)")
 
 
@@ -535,8 +522,9 @@ def _write_export(group: Any, store: str, folder: Path, fmt: str, workers: int, 
     """Write the numpy files and the PNGs of ``fmt`` into ``folder``; returns the numpy files' names."""
     raw = read_rows(group["latents"], slice(None), store)
     classes = read_rows(group["classes"], slice(None), store) if fmt == "causal3dident" else None
-    scaled = scaled_latents(raw, dict(group.attrs.get("scene_spec", {})), fmt)
-    parts = export_parts(fmt, classes, len(group.attrs.get("class_names") or []), len(raw))
+    attrs = read_attrs(group, store)
+    scaled = scaled_latents(raw, attrs.scene_spec, fmt)
+    parts = export_parts(fmt, classes, len(attrs.class_names or []), len(raw))
     written = []
     for images, raw_name, scaled_name, rows in parts:
         (folder / images).mkdir(parents=True)

@@ -1,5 +1,5 @@
-"""The Zarr store (format v1): images, latents, classes, per-chunk ``done`` flags, optional exact
-LT views, and attributes that make the store self-describing.
+"""The Zarr store's arrays (format v1): images, latents, classes, per-chunk ``done`` flags and optional exact
+LT views; creating, resuming and opening a store. Its attributes are ``store.attrs.StoreAttrs``.
 
 One Dask task owns one chunk (rows ``k*C .. (k+1)*C``) of every array, so writers never share a
 Zarr chunk and need no locks; ``done[k]`` is set only after chunk k's data is written.
@@ -18,12 +18,8 @@ import numpy as np
 import zarr
 
 from causal.errors import UserError
+from store.attrs import FORMAT_VERSION, StoreAttrs
 
-FORMAT_VERSION = 1
-# attributes that must match for a run to resume (or be skipped) on an existing store
-# (mesh_sha256: the class mesh files' bytes, None for built-in meshes only, as in stores made before it existed)
-FINGERPRINT_KEYS = ("format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size", "views", "view_seeds",
-                    "latents_sha256", "mesh_sha256")
 # Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
 DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),
               "done": ("chunk",)}
@@ -76,12 +72,7 @@ def open_store(path: str, mode: str = "r") -> zarr.Group:
     return group
 
 
-def differences(attrs: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
-    """Fingerprint keys whose values differ between a store's attributes and a new run's."""
-    return [k for k in FINGERPRINT_KEYS if attrs.get(k) != wanted.get(k)]
-
-
-def prepare(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any], overwrite: bool) -> zarr.Group:
+def prepare(path: str, attrs: StoreAttrs, layout: Mapping[str, Any], overwrite: bool) -> zarr.Group:
     """Create the store, or reopen a compatible one to resume; refuse to clobber anything else.
 
     ``layout``: n, chunk_size, height, width, n_latents, has_classes, views (names).
@@ -92,7 +83,7 @@ def prepare(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any], over
     exists = (Path(path) / "zarr.json").is_file() if not url else _url_exists(path)
     if exists and not overwrite:
         group = open_store(path, mode="r+")
-        diff = differences(dict(group.attrs), attrs)
+        diff = StoreAttrs.from_attrs(dict(group.attrs), path).differences(attrs)
         if diff:
             raise UserError(f"{path} was rendered with different {', '.join(diff)}; use another --out, "
                             "or --overwrite to replace it")
@@ -115,11 +106,11 @@ def _url_exists(path: str) -> bool:
 IMAGE_LEVEL = 9  # zstd level of image chunks unless a layout says otherwise (imports may trade size for speed)
 
 
-def _create(path: str, attrs: Mapping[str, Any], layout: Mapping[str, Any]) -> zarr.Group:
+def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Group:
     n, c = int(layout["n"]), int(layout["chunk_size"])
     h, w, d = int(layout["height"]), int(layout["width"]), int(layout["n_latents"])
     try:
-        group = zarr.open_group(path, mode="w", attributes=dict(attrs))
+        group = zarr.open_group(path, mode="w", attributes=attrs.to_attrs())
     except Exception as exc:  # noqa: BLE001
         raise UserError(f"cannot create the store {path}: {exc}") from None
     prefixes = [""] + [f"views/{v}/" for v in layout.get("views", [])]
@@ -257,4 +248,4 @@ def store_name(group: zarr.Group) -> str:
 
 def view_names(group: zarr.Group) -> list[str]:
     """Names of the exact-LT views stored next to the anchors."""
-    return list(group.attrs.get("views", {}))
+    return list(StoreAttrs.from_attrs(dict(group.attrs), store_name(group)).views)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ import torch
 from torch.nn import functional as F
 
 from causal.errors import UserError
-from render.store import FORMAT_VERSION, ChunkData, n_chunks, prepare, write_chunk
+from store.attrs import StoreAttrs
+from store.zarr_io import ChunkData, n_chunks, prepare, write_chunk
 
 HAIR_COLOURS = ("Black_Hair", "Blond_Hair", "Brown_Hair", "Gray_Hair")  # CelebA's hair-colour attributes
 
@@ -206,24 +206,6 @@ def load_dataset(name: str, root: str | None = None, train: bool = True, downloa
     return torchvision_dataset(name, root, train, download, size)
 
 
-def store_attrs(ds: ImageDataset, chunk_size: int, source: str) -> dict[str, Any]:
-    """Store attributes: the labels as latents of a small SCM spec (one categorical class node + one node per
-    label), so evaluation's latent and class reports work unchanged."""
-    main = next(iter(ds.labels))
-    nodes: list[dict[str, Any]] = [{"name": "class", "mechanism": {
-        "type": "categorical", "categories": ds.label_names[main],
-        "probs": [1.0 / len(ds.label_names[main])] * len(ds.label_names[main])}}]
-    nodes += [{"name": k, "range": [0, max(1, len(ds.label_names[k]) - 1)], "mechanism": {"type": "uniform"}}
-              for k in ds.labels]
-    return {"format_version": FORMAT_VERSION, "scene": f"dataset:{ds.name}", "scene_spec": {"dataset": ds.name},
-            "scm": {"name": ds.name, "class_node": "class", "nodes": nodes}, "latent_names": list(ds.labels),
-            "latent_groups": {}, "class_node": "class", "class_names": ds.label_names[main],
-            "label_names": ds.label_names, "change_sets": {}, "render": {"source": source},
-            "seed": 0, "n": int(len(ds.images)), "chunk_size": chunk_size, "views": {}, "view_seeds": None,
-            "latents_source": source, "latents_sha256": None,
-            "created": datetime.now(UTC).isoformat(timespec="seconds")}
-
-
 def write_dataset_store(ds: ImageDataset, out: str | Path, chunk_size: int = 256, overwrite: bool = False,
                         source: str = "") -> str:
     """Write ``ds`` as an ident3d store at ``out`` (refused if it exists, unless ``overwrite``); returns the path."""
@@ -233,7 +215,8 @@ def write_dataset_store(ds: ImageDataset, out: str | Path, chunk_size: int = 256
     n = len(ds.images)
     layout = {"n": n, "chunk_size": chunk_size, "height": ds.images.shape[1], "width": ds.images.shape[2],
               "n_latents": len(ds.labels), "has_classes": True, "views": []}
-    group = prepare(out, store_attrs(ds, chunk_size, source or ds.name), layout, overwrite)
+    attrs = StoreAttrs.converted(ds.name, {k: ds.label_names[k] for k in ds.labels}, n, chunk_size, source or ds.name)
+    group = prepare(out, attrs, layout, overwrite)
     latents = np.stack(list(ds.labels.values()), axis=1).astype(np.float32)
     for k in range(n_chunks(n, chunk_size)):
         sl = slice(k * chunk_size, min(n, (k + 1) * chunk_size))
