@@ -1,0 +1,69 @@
+"""Scores of latents learned from interventional sequences against the true factors, at the level of CITRIS's causal
+variables (a variable may span several factors, e.g. position = x, y, z).
+
+Variable-level R^2 matrix: latent dimensions are grouped by an assignment to variables (a CITRIS-style model's
+learned one, or ``posthoc_assignment`` for models without one); as in ``evaluation.citris_metrics.group_matrices``
+a regressor from each group's dimensions predicts every factor (fit split -> test split), and entry (g, k) is the
+mean test R^2 over variable k's factors. diag / sep are ``citris_metrics.diag_and_sep`` of that K x K matrix.
+``temporal_scores`` adds the factor-level scores every learner gets the same way: CITRIS's R^2 diag / sep with
+single dimensions matched to factors (``citris_scores`` without an assignment), DCI (Lasso) and MIG.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evaluation.citris_metrics import citris_scores, diag_and_sep, group_matrices
+from evaluation.dci import dci
+from evaluation.mig import mig
+
+
+def correlation_ratio(x: np.ndarray, y: np.ndarray, n_bins: int = 20) -> np.ndarray:
+    """eta^2 of each column of y (N, K) given x (N,): the share of y's variance explained by its mean within
+    ``n_bins`` quantile bins of x (a nonlinear R^2 of predicting y from x, in-sample)."""
+    edges = np.quantile(x, np.linspace(0, 1, n_bins + 1)[1:-1])
+    bins = np.searchsorted(edges, x)
+    y = y - y.mean(0)
+    total = (y**2).sum(0)
+    explained = np.zeros(y.shape[1])
+    for b in np.unique(bins):
+        sel = bins == b
+        explained += sel.sum() * y[sel].mean(0) ** 2
+    return np.where(total > 0, explained / np.where(total > 0, total, 1.0), 0.0)
+
+
+def posthoc_assignment(z_fit: np.ndarray, c_fit: np.ndarray, node_var: np.ndarray) -> np.ndarray:
+    """(L,) variable of each latent dimension for models that learn none: the variable whose best-explained factor
+    the dimension explains most (correlation ratio on the fit split)."""
+    n_vars = int(node_var.max()) + 1
+    out = np.empty(c_fit.shape[1], dtype=int)
+    for d in range(c_fit.shape[1]):
+        eta = correlation_ratio(c_fit[:, d], z_fit)
+        out[d] = int(np.argmax([eta[node_var == k].max() for k in range(n_vars)]))
+    return out
+
+
+def variable_r2(z_fit, c_fit, z_test, c_test, node_var: np.ndarray, assignment: np.ndarray,
+                regressor: str = "mlp", seed: int = 0) -> np.ndarray:
+    """(K, K) R^2 matrix: row g regresses every factor on the dimensions assigned to variable g, column k averages
+    the test R^2 over variable k's factors (dimensions assigned -1 are dropped)."""
+    n_vars = int(node_var.max()) + 1
+    groups = [np.flatnonzero(assignment == g) for g in range(n_vars)]
+    r2, _ = group_matrices(z_fit, c_fit, z_test, c_test, groups, regressor, seed)
+    return np.stack([r2[:, node_var == k].mean(1) for k in range(n_vars)], axis=1)
+
+
+def temporal_scores(z_fit: np.ndarray, c_fit: np.ndarray, z_test: np.ndarray, c_test: np.ndarray,
+                    node_var: np.ndarray, assignment: np.ndarray | None = None, regressor: str = "mlp",
+                    seed: int = 0) -> dict[str, float | np.ndarray | str]:
+    """Variable-level diag / sep (learned ``assignment``, or post hoc when None), factor-level CITRIS diag / sep
+    (Hungarian), DCI D / C / I (Lasso) and MIG of codes ``c`` for factors ``z``."""
+    kind = "learned" if assignment is not None else "post hoc"
+    a = posthoc_assignment(z_fit, c_fit, node_var) if assignment is None else np.asarray(assignment)
+    r2 = variable_r2(z_fit, c_fit, z_test, c_test, node_var, a, regressor, seed)
+    diag, sep, _ = diag_and_sep(r2)
+    nodes = citris_scores(z_fit, c_fit, z_test, c_test, None, regressor, seed)
+    d = dci(z_fit, c_fit, z_test, c_test, seed=seed)
+    return {"diag": diag, "sep": sep, "r2": r2, "assignment": a, "assignment_kind": kind,
+            "diag_factors": nodes.r2_diag, "sep_factors": nodes.r2_sep, "dci_d": d.disentanglement,
+            "dci_c": d.completeness, "dci_i": d.informativeness, "mig": mig(z_test, c_test).score}
