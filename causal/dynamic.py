@@ -204,6 +204,16 @@ class DynamicSCM:
                 g.add_edge(f"{p}[t-1]", f"{node.name}[t]", kind="lag")
         return g
 
+    def step0_spec(self) -> dict[str, Any]:
+        """The static SCM spec of step 0 (each node's ``initial`` mechanism and same-step parents): what a store of
+        rolled-out sequences records as its ``scm`` (names, groups, ranges, the class node), beside the dynamic spec."""
+        nodes = []
+        for raw in self.spec["nodes"]:
+            node = {k: v for k, v in raw.items() if k not in DYNAMIC_NODE_KEYS and k != "mechanism"}
+            node["mechanism"] = raw["initial"]
+            nodes.append(node)
+        return {"name": self.name, "description": f"step 0 of the dynamic SCM {self.name}", "nodes": nodes}
+
     # ----- rollout ----------------------------------------------------------------------------
     def rollout(self, n_sequences: int, length: int, seed: int = 0, start: int = 0,
                 interventions: bool = True) -> Rollout:

@@ -93,24 +93,22 @@ def channel_figure(images: np.ndarray, probs: np.ndarray, grid: CropGrid, path: 
     return path
 
 
-def summarise_run(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, device: str = "cpu",
+def summarise_run(run: Any, info: Any, rows: np.ndarray, device: str = "cpu",
                   figure: str | Path | None = None, limit: int = 2000) -> dict[str, Any]:
     """``channel_summary`` of a trained CRL-TAC run on (at most ``limit`` of) a store's ``rows``, and optionally
     the Fig. 3 figure of its first images."""
     import zarr
 
-    from evaluation.encode import trained_objective
     from store.zarr_io import read_rows
-    from training.views import Normalize, to_float
+    from training.views import to_float
 
-    objective = trained_objective(cfg, state, info, device)
+    objective = run.objective(device, image_size=info.image_size)
     rows = np.sort(rows[:limit])
     group = zarr.open_group(info.path, mode="r")
     span = slice(int(rows[0]), int(rows[-1]) + 1)
     images = read_rows(group["images"], span, info.path)[rows - rows[0]]
     latents = read_rows(group["latents"], span, info.path)[rows - rows[0]]
-    norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
-    x = norm(to_float(torch.from_numpy(images).to(device)))
+    x = run.normalize()(to_float(torch.from_numpy(images).to(device)))
     probs = channel_probabilities(objective, x)
     classes = read_rows(group["classes"], span, info.path)[rows - rows[0]] if "classes" in group else None
     centre = object_centres(info.attrs, latents, classes, images.shape[1])

@@ -1,53 +1,28 @@
-"""Encode a store with a trained run: the encoder's inner layer (``features``) and its output."""
+"""Encode a store with a trained run (``training.run_dir.LoadedRun``): the encoder's inner layer (``features``),
+its output and any further layers the objective names."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import zarr
 
-from causal.errors import UserError
+from store.info import StoreInfo
 from store.zarr_io import chunk_bounds, read_rows
+from training.run_dir import LoadedRun
 
 
-def load_run(run_dir: str | Path) -> tuple[Any, torch.nn.Module]:
-    """(TrainConfig, objective with trained weights) from a run directory."""
-    from training.trainer import CHECKPOINT, TrainConfig, load_checkpoint
-
-    run = Path(run_dir)
-    if not (run / "config.json").is_file():
-        raise UserError(f"{run} is not a run directory (no config.json); make one with `ident3d train`")
-    if not (run / CHECKPOINT).is_file():
-        raise UserError(f"{run} has no {CHECKPOINT} yet; train it (or let it reach its first checkpoint) first")
-    cfg = TrainConfig(**json.loads((run / "config.json").read_text()))
-    return cfg, load_checkpoint(run / CHECKPOINT)
-
-
-def trained_objective(cfg: Any, state: dict[str, Any], info: Any, device: str = "cpu") -> torch.nn.Module:
-    """The run's objective (encoder and whatever the method adds) with its trained weights, in eval mode."""
-    from training.components import build_encoder_for
-    from training.objectives import OBJECTIVES
-
-    objective = OBJECTIVES.get(cfg.objective)(build_encoder_for(cfg, info), **cfg.objective_args)
-    objective.load_state_dict(state["model"])
-    return objective.to(device).eval()
-
-
-def encode_store(cfg: Any, state: dict[str, Any], info: Any, rows: np.ndarray, device: str = "cpu",
+def encode_store(run: LoadedRun, info: StoreInfo, rows: np.ndarray, device: str = "cpu",
                  batch_size: int = 256) -> dict[str, np.ndarray]:
     """{"inner": (N, H), "output": (N, D), "latents": (N, L), "classes": (N,) or absent} for ``rows``, plus any
     further layers the objective's ``representations`` names (e.g. CRL-TAC's top-crop averages).
 
     A damaged chunk is a one-line :class:`store.zarr_io.CorruptChunkError` naming it, not a codec traceback.
     """
-    from training.views import Normalize, to_float
+    from training.views import to_float
 
-    objective = trained_objective(cfg, state, info, device)
-    norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
+    objective = run.objective(device, image_size=info.image_size)
+    norm = run.normalize()
     g = zarr.open_group(info.path, mode="r")
     layers: dict[str, list[np.ndarray]] = {}
     chunks = np.unique(rows // info.chunk_size)

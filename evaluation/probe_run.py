@@ -14,30 +14,26 @@ from causal.errors import UserError
 
 def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]:
     """(TrainConfig, objective with trained weights, in eval mode) of a run, built for ``image_size`` px."""
-    from evaluation.encode import load_run
     from store.info import store_info
-    from training.encoders import build_encoder
-    from training.objectives import OBJECTIVES
+    from training.run_dir import RunDir, StoreData
 
-    cfg, state = load_run(run_dir)
-    if Path(cfg.data).exists():
-        trained = store_info(cfg.data, allow_partial=True).image_size
+    run = RunDir(Path(run_dir)).load()
+    if isinstance(run.data, StoreData) and Path(run.data.path).exists():
+        trained = store_info(run.data.path, allow_partial=True).image_size
         if trained != image_size:
             raise UserError(f"the run was trained on {trained} px images but the probe data has {image_size} px; "
                             f"probe on data of the same size (ident3d dataset ... --size {trained})")
-    encoder = build_encoder(cfg.encoder, cfg.out_dim, image_size, cfg.constraint, **cfg.encoder_args)
-    objective = OBJECTIVES.get(cfg.objective)(encoder, **cfg.objective_args)
-    objective.load_state_dict(state["model"])
-    return cfg, objective.eval()
+    return run.cfg, run.objective("cpu", image_size=image_size)
 
 
 @torch.no_grad()
 def encode(objective: torch.nn.Module, cfg: Any, images: np.ndarray,
            batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(representations (N, Z), normalised images (N, 3, H, W)) of uint8 images (N, H, W, 3)."""
-    from training.views import Normalize, to_float
+    from training.run_dir import normalizer
+    from training.views import to_float
 
-    norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
+    norm = normalizer(cfg)
     x = torch.cat([norm(to_float(torch.from_numpy(images[i:i + batch_size])))
                    for i in range(0, len(images), batch_size)])
     z = torch.cat([objective.representation(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])

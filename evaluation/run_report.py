@@ -24,18 +24,20 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     same splits as the probes.
     """
     from evaluation import linear_probe_accuracy, mcc, r2_per_latent
-    from evaluation.encode import encode_store, load_run
+    from evaluation.encode import encode_store
     from evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
     from evaluation.uniformity import uniformity
     from store.info import store_info
     from training.objectives import OBJECTIVES
+    from training.run_dir import RunDir, StoreData
     from training.trainer import pick_device
 
-    cfg, state = load_run(run_dir)
+    run = RunDir(Path(run_dir)).load()
+    cfg = run.cfg
     info = store_info(test_store)
     stored_views = info.views
-    if Path(cfg.data).exists():
-        train_info = store_info(cfg.data, allow_partial=True)
+    if isinstance(run.data, StoreData) and Path(run.data.path).exists():
+        train_info = store_info(run.data.path, allow_partial=True)
         if (train_info.scene, train_info.latent_names) != (info.scene, info.latent_names):
             raise UserError(f"{test_store} is a {info.scene} store but the run was trained on {train_info.scene} "
                             f"({cfg.data}); evaluate on a store of the same scene and latents")
@@ -48,7 +50,7 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
         raise UserError(f"{test_store} has only {rows.size} finished images; evaluation needs at least 20")
     fit_n = min(n_fit, rows.size // 3)
     rows = rows[: fit_n + min(n_score, rows.size - fit_n)]
-    enc = encode_store(cfg, state, info, rows, device=str(pick_device(device)))
+    enc = encode_store(run, info, rows, device=str(pick_device(device)))
     y, names = enc["latents"], info.latent_names
     cols = columns(names, info.latent_groups)
     style = resolve_style(cfg.views, info.scm, stored_views, da_style)
@@ -87,7 +89,7 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
         from evaluation.channel import summarise_run
 
-        report["channel"] = summarise_run(cfg, state, info, rows[fit_n:], str(pick_device(device)), figure)
+        report["channel"] = summarise_run(run, info, rows[fit_n:], str(pick_device(device)), figure)
     method = report["layers"]["output"]["r2_method"]
     note = f"R^2: {method}; (S) style = changed by {cfg.views}, (C) content, (C/S) partly style; bold: >= 0.5"
     if style.unmapped:

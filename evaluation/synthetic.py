@@ -44,15 +44,12 @@ def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
                   batch_size: int = 8192) -> tuple[np.ndarray, np.ndarray, Any]:
     """(representation (n, D), true latents (n, L), source) of held-out draw ``seed`` of a synthetic run's source,
     encoded with the run's trained weights."""
-    from evaluation.encode import load_run
-    from training.parts import check_components
+    from training.run_dir import RunDir
     from training.synthetic.run import source_of
 
-    cfg, state = load_run(run_dir)
-    source = source_of(cfg, device)
-    _, objective = check_components(cfg, image_size=0, input_kind="vector", in_dim=source.obs_dim)
-    objective.load_state_dict(state["model"])
-    objective.to(device).eval()
+    run = RunDir(Path(run_dir)).load()
+    source = source_of(run.cfg, device)
+    objective = run.objective(device, in_dim=source.obs_dim)
     x, z = source.eval_set(n, seed)
     h = torch.cat([objective.representation(x[i:i + batch_size]) for i in range(0, n, batch_size)])
     return h.float().cpu().numpy(), z.float().cpu().numpy(), source

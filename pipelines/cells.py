@@ -1,4 +1,5 @@
-"""Grid cells keyed by their settings, for both grid engines (``ident3d synthetic`` and ``ident3d compare``).
+"""The cell engine of every experiment kind (``ident3d compare``, ``ident3d synthetic``): cells keyed by their
+settings, run one after another or on a Dask cluster, with one divergence policy.
 
 A cell is one training run and its scores in its own folder. The folder records a hash of the cell's full resolved
 settings (everything that shapes its result: the trainer config with defaults filled in and hyperparameters in their
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,9 @@ RUN_ONLY = ("log_every", "checkpoint_every", "tensorboard", "device")
 def run_settings(train_config: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """A TrainConfig as the settings that shape its result: hyperparameters and encoder options checked and in
     their declared types (``tau: 1`` and ``tau: 1.0`` are one setting), without ``RUN_ONLY`` and ``drop``, and
-    without a field added later while it has the value older cells had (``training.trainer.ADDED_LATER``)."""
+    without a field added later while it has the value older cells had (``training.config.ADDED_LATER``)."""
+    from training.config import ADDED_LATER
     from training.parts import resolve_args
-    from training.trainer import ADDED_LATER
 
     resolve_args(train_config)
     settings = asdict(train_config)
@@ -115,3 +116,64 @@ def _free_name(cell: Path) -> Path:
     while (cell.parent / f"{cell.name}.stale-{k}").exists():
         k += 1
     return cell.parent / f"{cell.name}.stale-{k}"
+
+
+# ----- running cells: one engine for every experiment kind ---------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    """One cell to run: its key in the table (row name, seed) and a top-level function with its arguments (plain
+    data, so the call ships to a Dask worker)."""
+
+    key: tuple[str, int]
+    fn: Callable[..., dict[str, Any]]
+    args: tuple[Any, ...]
+
+
+def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = None,
+              serial: Callable[[Cell, int, int], dict[str, Any]] | None = None,
+              say: Callable[[str], None] = print) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every cell's result by key: one after another in this process (``serial(cell, i, n)`` wraps each call,
+    e.g. to say which cell runs or where Ctrl-C stopped it), or in parallel on a local Dask cluster of ``workers``
+    single-thread processes or an existing cluster at ``scheduler``. A cell that diverges returns
+    ``{"diverged": why}`` like any result (the caller reports it and goes on, ``split_diverged``)."""
+    if not scheduler and workers <= 1:
+        run = serial or (lambda cell, i, n: cell.fn(*cell.args))
+        return {cell.key: run(cell, i, len(cells)) for i, cell in enumerate(cells)}
+    from dask.distributed import Client, LocalCluster
+
+    from render.driver import dashboard_link
+
+    cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0",
+                                                  silence_logs=40)
+    try:
+        with Client(scheduler or cluster) as client:
+            say(f"Dask dashboard: {dashboard_link(client)}")
+            futures = {cell.key: client.submit(_one_thread, cell.fn, *cell.args, pure=False) for cell in cells}
+            return {key: fut.result() for key, fut in futures.items()}
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _one_thread(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Run a cell on a Dask worker with one torch thread (the worker has one core's share; set, not inherited)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return fn(*args)
+
+
+def split_diverged(results: Mapping[tuple[str, int], dict[str, Any]]
+                   ) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[tuple[str, int], str]]:
+    """(finished cells, diverged cells -> why): the one divergence policy is to leave a diverged cell out of the
+    table, name it, and go on (it saved no result, so running the command again retries it)."""
+    diverged = {key: res["diverged"] for key, res in results.items() if "diverged" in res}
+    return {key: res for key, res in results.items() if key not in diverged}, diverged
+
+
+def diverged_note(diverged: Mapping[tuple[str, int], str]) -> str:
+    """The table's line naming the diverged cells (empty when none)."""
+    if not diverged:
+        return ""
+    return ("Diverged (left out of the table; running the command again retries them): "
+            + "; ".join(f"{n}, seed {s} ({why})" for (n, s), why in diverged.items()))

@@ -18,7 +18,7 @@ import numpy as np
 
 from causal.errors import UserError
 from evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, fraction_markdown, verdict
-from pipelines.cells import canonical, claim_cell, run_settings
+from pipelines.cells import Cell, canonical, claim_cell, diverged_note, run_cells, run_settings, split_diverged
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
@@ -263,6 +263,7 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     claimed the folder for the cell's settings first, ``pipelines.cells.claim_cell``). A cell whose loss diverges
     gives {"diverged": why} and saves no report, so a re-run retries it."""
     from evaluation.run_report import evaluate_run
+    from training.run_dir import RunDir
     from training.trainer import TrainingDiverged
     from training.trainer import train as fit
 
@@ -272,8 +273,10 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
         return json.loads(report_path.read_text())
     cell.mkdir(parents=True, exist_ok=True)
     cfg = cell_config({"train": train}, {"views": views}, seed, train_store)
+    run_dir = RunDir(cell)
+    resume = run_dir.start(cfg, resume=run_dir.config_path.exists())  # the saved run must be this cell's
     try:
-        fit(cfg, cell, resume=(cell / "checkpoint.pt").exists(), progress=progress,
+        fit(cfg, cell, resume=resume, progress=progress,
             say=(lambda text: print(text, flush=True)) if progress else None)
     except TrainingDiverged as exc:  # the one divergence policy (as in synthetic): report the cell, go on
         return {"diverged": str(exc).split(";")[0]}
@@ -462,31 +465,17 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
         for s in cfg.get("seeds", [0]):
             cell = where / "cells" / _slug(row["name"]) / f"seed{s}"
             claim_cell(cell, cell_settings(cfg, row, s, digests))
-            cells.append((row["name"], s, str(cell), row["views"], row_train(cfg, row)))
-    args = (str(stores["train"]), str(stores["test"]))
-    reports: dict[tuple[str, int], dict[str, Any]] = {}
-    if scheduler or workers > 1:
-        from dask.distributed import Client, LocalCluster
+            cells.append(Cell((row["name"], s), run_cell, (
+                str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
+                cfg.get("evaluate") or {}, cfg.get("da_style"))))
 
-        cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1,
-                                                      dashboard_address=":0", silence_logs=40)
-        with Client(scheduler or cluster) as client:
-            from render.driver import dashboard_link
+    def one(cell: Cell, i: int, n: int) -> dict[str, Any]:
+        if progress:
+            print(f"cell {i + 1}/{n}: {cell.key[0]}, seed {cell.key[1]}", flush=True)
+        return cell.fn(*cell.args, progress)
 
-            print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
-            futs = {client.submit(run_cell, *args, d, v, s, t, cfg.get("evaluate") or {}, cfg.get("da_style"),
-                                  pure=False): (n, s) for n, s, d, v, t in cells}
-            for fut, key in futs.items():
-                reports[key] = fut.result()
-        if cluster is not None:
-            cluster.close()
-    else:
-        for i, (n, s, d, v, t) in enumerate(cells):
-            if progress:
-                print(f"cell {i + 1}/{len(cells)}: {n}, seed {s}", flush=True)
-            reports[(n, s)] = run_cell(*args, d, v, s, t, cfg.get("evaluate") or {}, cfg.get("da_style"), progress)
-    diverged = {key: rep["diverged"] for key, rep in reports.items() if "diverged" in rep}
-    reports = {key: rep for key, rep in reports.items() if key not in diverged}
+    results = run_cells(cells, workers, scheduler, serial=one, say=lambda text: print(text, flush=True))
+    reports, diverged = split_diverged(results)
     if not reports:
         raise UserError("every cell diverged (" + "; ".join(f"{n} seed {s}: {why}" for (n, s), why in diverged.items())
                         + "); lower train.lr and run the command again")
@@ -494,8 +483,7 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
     counts = seed_counts(cfg, reports)
     md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts)
     if diverged:
-        md += "\n\nDiverged (left out of the table; running the command again retries them): " + "; ".join(
-            f"{n}, seed {s} ({why})" for (n, s), why in diverged.items())
+        md += "\n\n" + diverged_note(diverged)
     summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts,
                "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
     top = ceiling_name(cfg)

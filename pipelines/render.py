@@ -23,10 +23,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                "  ident3d render --scene causal3dident --latents my_latents.csv --out stores/mine.zarr\n"
                "  ident3d render --scene causal3dident --n 1000 --out stores/scans.zarr --meshes-dir ~/shapes\n"
                "  ident3d render --scene causal3dident --n 250000 --out s3://bucket/c3d.zarr "
-               "--preset original --scheduler tcp://HOST:8786",
+               "--preset original --scheduler tcp://HOST:8786\n"
+               "  ident3d render --scm temporal_causal3dident --sequences 500 --length 8 --resolution 64 "
+               "--out stores/tc3d.zarr",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scene", default="causal3dident", metavar="NAME|PATH",
-                   help="3dident, causal3dident or a scene YAML file (default causal3dident)")
+    p.add_argument("--scene", metavar="NAME|PATH",
+                   help="3dident, causal3dident, temporal_causal3dident or a scene YAML file (default causal3dident; "
+                        "with --sequences, the dynamic SCM's namesake)")
     p.add_argument("--scm", metavar="NAME|PATH", help="SCM to sample (default: the scene's namesake)")
     p.add_argument("--n", type=int, help="number of images (anchors) to sample; with --latents, absent or the "
                                          "file's row count")
@@ -34,6 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="render these latents instead of sampling: .csv with a header of latent names (any "
                         "order; a class column, by name or index, for scenes with classes), .npy (N x D, SCM "
                         "order) or .npz ('latents', optional 'classes')")
+    p.add_argument("--sequences", type=int, metavar="N",
+                   help="render N sequences of a dynamic SCM (--scm, e.g. temporal_causal3dident) instead of --n "
+                        "i.i.d. images; its scene is the SCM's namesake unless --scene is given")
+    p.add_argument("--length", type=int, default=8, metavar="T", help="steps per sequence (default 8)")
+    p.add_argument("--sequences-per-chunk", type=int, default=8, metavar="K",
+                   help="whole sequences per chunk/task (default 8; a chunk is K x T images)")
     p.add_argument("--out", required=True, metavar="STORE", help="Zarr store: a folder or an fsspec URL")
     p.add_argument("--preset", default="fast", choices=("fast", "original"),
                    help="fast: 64 px, 16 samples + denoiser (default); original: the papers' 224 px, 512 samples")
@@ -83,8 +92,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Render (or resume) the store the arguments describe; print which classes use a mesh file first."""
+    if args.sequences is not None:
+        return summarize(render_sequence_args(args))
     if args.n is None and args.latents is None:
         raise UserError("give --n N (images to sample) or --latents FILE (rows to render)")
+    args.scene = args.scene or "causal3dident"
     if args.meshes or args.meshes_dir is not None:
         print(mesh_summary(*scene_with_meshes(args.scene, args.meshes, args.meshes_dir)), flush=True)
     settings = {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise,
@@ -118,3 +130,24 @@ def summarize(report: RenderReport) -> int:
               "to retry them")
         return 1
     return 0
+
+
+def render_sequence_args(args: argparse.Namespace) -> RenderReport:
+    """``--sequences N``: a sequence store of the dynamic SCM ``--scm``; options of i.i.d. renders that have no
+    meaning here are refused in one line."""
+    from render.sequences import render_sequences
+
+    for flag, value in (("--n", args.n), ("--latents", args.latents), ("--views", args.views),
+                        ("--view-conditional", args.view_conditional)):
+        if value is not None:
+            raise UserError(f"{flag} does not go with --sequences (a sequence store is rendered from the rollout of "
+                            "the dynamic --scm); drop it")
+    settings = {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise,
+                "device": args.device, "hue_mode": args.hue_mode}
+    return render_sequences(args.out, scm=args.scm or "temporal_causal3dident", sequences=args.sequences,
+                            length=args.length, seed=args.seed, scene=args.scene, settings=settings, preset=args.preset,
+                            sequences_per_chunk=args.sequences_per_chunk, workers=args.workers,
+                            scheduler=args.scheduler, threads=args.threads, retries=args.retries,
+                            overwrite=args.overwrite, progress=not args.no_progress,
+                            connect_timeout=args.connect_timeout, meshes=args.meshes, meshes_dir=args.meshes_dir)
+

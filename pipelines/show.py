@@ -37,6 +37,9 @@ def summary(group: Any, path: str) -> Table:
         ("views", "; ".join(f"{v}: {', '.join(c)}" for v, c in a.views.items()) or "-"),
         ("render", ", ".join(f"{k}={v}" for k, v in a.render.items())),
         ("seed", str(a.seed)),
+        *([("sequences", f"{a.sequences['sequences']} x {a.sequences['length']} steps of "
+                         f"{a.sequences['spec'].get('name', 'a dynamic SCM')} (seed {a.sequences['seed']})")]
+          if a.sequences else []),
         ("software", ", ".join(f"{k} {v}" for k, v in a.software.items())),
     ]
     if view_names(group):
@@ -256,7 +259,12 @@ def run(args: argparse.Namespace) -> int:
     groups = [open_store(path) for path in args.store]
     for group, path in zip(groups, args.store, strict=True):
         Console(width=140).print(summary(group, path))
-    if out and len(groups) == 1:
+    first = read_attrs(groups[0], args.store[0])
+    if out and len(groups) == 1 and first.sequences:  # a sequence store: strips of frames, interventions marked
+        from pipelines.show_sequences import save_strips
+
+        save_strips(groups[0], first, out, count=min(args.count, 6), path=args.store[0])
+    elif out and len(groups) == 1:
         save_grid(groups[0], out, args.count, args.cols, args.seed, path=args.store[0])
     elif out:
         save_side_by_side(groups, args.store, out, args.count, args.seed)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from causal.errors import UserError
-from pipelines.cells import claim_cell, matches, run_settings
+from pipelines.cells import Cell, claim_cell, matches, run_cells, run_settings
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 TOP_KEYS = {"name", "description", "paper", "train", "evaluate", "seeds", "rows"}
@@ -103,7 +103,7 @@ def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
 
 def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None, device: str) -> Any:
     """The TrainConfig of one cell: the config's train section, the row's overrides, the row's source and hp."""
-    from training.trainer import TrainConfig
+    from training.config import SYNTHETIC, TrainConfig
 
     settings = {**(cfg.get("train") or {}), **(row.get("train") or {})}
     allowed = {f.name for f in fields(TrainConfig)} - {"data", "source", "seed", "objective_args", "normalize",
@@ -113,7 +113,7 @@ def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int
         raise UserError(f"train has no setting {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
     if steps is not None:
         settings["steps"] = steps
-    return TrainConfig(data="synthetic", views="synthetic", source=dict(row["source"]),
+    return TrainConfig(data=SYNTHETIC, views="synthetic", source=dict(row["source"]),
                        objective_args=dict(row.get("hp") or {}), seed=seed, device=device, **settings)
 
 
@@ -144,6 +144,7 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     aside). A cell whose loss diverges is reported as {"diverged": why} (not saved: a re-run retries it) and the
     other cells go on; Ctrl-C checkpoints the step it stopped at (``training.trainer.TrainingInterrupted``)."""
     from evaluation.synthetic import evaluate_synthetic
+    from training.run_dir import RunDir
     from training.trainer import TrainingDiverged, train
 
     tc = train_config(cfg, row, seed, steps, device)
@@ -152,7 +153,8 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     if done.exists():
         return json.loads(done.read_text())
     tc.checkpoint_every = min(tc.checkpoint_every, max(1, tc.steps // MIN_CHECKPOINTS))
-    resume = (cell / "checkpoint.pt").exists()
+    run_dir = RunDir(cell)
+    resume = run_dir.start(tc, resume=run_dir.config_path.exists())  # the saved run must be this cell's
     try:
         train(tc, cell, resume=resume, progress=progress, say=(lambda text: print(text, flush=True)) if progress
               else None)
@@ -319,8 +321,9 @@ def spectrum_figure(cell: Path, path: Path, title: str, n: int = 5000) -> None:
 
 def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,
                   device: str = "auto", rows: list[str] | None = None, progress: bool = True,
-                  figures: bool = True) -> dict[str, Any]:
-    """Run (or resume) every (row, seed) cell of ``cfg`` under ``out`` and write the table and figures there.
+                  figures: bool = True, workers: int = 1, scheduler: str | None = None) -> dict[str, Any]:
+    """Run (or resume) every (row, seed) cell of ``cfg`` under ``out`` and write the table and figures there:
+    one after another, or on ``workers`` local single-thread processes or an existing cluster (``scheduler``).
     Ctrl-C stops with a KeyboardInterrupt whose message says where it stopped and how to resume."""
     from training.trainer import pick_device
 
@@ -334,12 +337,16 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     check_out(out, cfg["name"])
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / MARKER, lambda p: p.write_text(json.dumps({"name": cfg["name"]}) + "\n"))
-    cells = [(row, s) for row in wanted for s in cfg.get("seeds", [0])]
-    results: dict[tuple[str, int], dict[str, float]] = {}
-    for i, (row, s) in enumerate(cells):
+    cells = [Cell((row["name"], s), run_cell, (cfg, row, s, out / "cells" / slug(row["name"]) / f"seed_{s}", steps,
+                                               device))
+             for row in wanted for s in cfg.get("seeds", [0])]
+
+    def one(cell: Cell, i: int, n: int) -> dict[str, Any]:
         if progress:
-            print(f"cell {i + 1}/{len(cells)}: {row['name']}, seed {s}", flush=True)
-        results[(row["name"], s)] = _run_or_say_where(cfg, row, s, out, steps, device, progress, i, len(cells))
+            print(f"cell {i + 1}/{n}: {cell.key[0]}, seed {cell.key[1]}", flush=True)
+        return _run_or_say_where(cell, progress, i, n)
+
+    results = run_cells(cells, workers, scheduler, serial=one, say=lambda text: print(text, flush=True))
     for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
         for s in cfg.get("seeds", [0]):
             cell = out / "cells" / slug(row["name"]) / f"seed_{s}"
@@ -363,15 +370,14 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     return table
 
 
-def _run_or_say_where(cfg: dict[str, Any], row: dict[str, Any], seed: int, out: Path, steps: int | None, device: str,
-                      progress: bool, i: int, n: int) -> dict[str, Any]:
+def _run_or_say_where(cell: Cell, progress: bool, i: int, n: int) -> dict[str, Any]:
     """``run_cell`` for cell i of n; Ctrl-C becomes a KeyboardInterrupt that says where it stopped and how to go on."""
     from training.trainer import TrainingInterrupted
 
-    where = f"cell {row['name']!r} seed {seed}"
+    where = f"cell {cell.key[0]!r} seed {cell.key[1]}"
     resume = f"{i} of {n} cells done; re-run the same command to resume"
     try:
-        return run_cell(cfg, row, seed, out / "cells" / slug(row["name"]) / f"seed_{seed}", steps, device, progress)
+        return cell.fn(*cell.args, progress)
     except TrainingInterrupted as stop:
         kept = f"its checkpoint of step {stop.checkpoint} is kept" if stop.checkpoint else "no checkpoint yet"
         raise KeyboardInterrupt(f"interrupted in {where} at step {stop.step}; {kept}; {resume}") from None
@@ -397,6 +403,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", nargs="+", help="run only these rows (names or their slugs); others join the table "
                                              "if already done")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="training device")
+    p.add_argument("--workers", type=int, default=1, help="cells trained in parallel on a local Dask cluster of this "
+                                                          "many single-thread processes (default 1: in this process)")
+    p.add_argument("--scheduler", metavar="ADDR", help="run the cells on an existing Dask cluster")
     p.add_argument("--no-figures", action="store_true", help="skip the scatter figures")
     p.add_argument("--no-progress", action="store_true", help="no per-cell lines and training progress bars")
     p.set_defaults(run=run)
@@ -406,11 +415,14 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be a whole number >= 1, got {args.steps}")
+    if args.workers < 1:
+        raise UserError(f"--workers must be a whole number >= 1, got {args.workers}")
     if args.seeds is not None and any(s < 0 for s in args.seeds):
         raise UserError(f"--seeds must be whole numbers >= 0, got {args.seeds}")
     out = check_output_dir(args.out or Path("runs") / "synthetic" / slug(cfg["name"]))
     table = run_synthetic(cfg, out, seeds=args.seeds, steps=args.steps, device=args.device, rows=args.rows,
-                          figures=not args.no_figures, progress=not args.no_progress)
+                          figures=not args.no_figures, progress=not args.no_progress, workers=args.workers,
+                          scheduler=args.scheduler)
     print(markdown(table, table["seeds"]), end="")
     print(f"table: {out / 'table.md'} (and .csv, .json)" + ("" if args.no_figures else
                                                             f"; figures: {out / 'figures'}"))

@@ -4,11 +4,10 @@ the checkpoint and the metrics, which is all ``ident3d evaluate`` needs."""
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from causal.errors import UserError
 from pipelines.files import check_output_dir
 
 # options a resumed run may change; not num_workers: batch contents depend on the number of loader lanes
-RESUMABLE_CHANGES = {"steps", "log_every", "checkpoint_every", "tensorboard", "device"}
 
 AUTO = "auto"
 # what --encoder/--steps/--batch-size/--lr auto mean per device: on a CPU a run that finishes in minutes on
@@ -60,26 +58,6 @@ def resolve_defaults(values: dict[str, Any], device: str, saved: dict[str, Any] 
     return auto
 
 
-def store_path(data: str) -> str:
-    """A local store as a resolved absolute path (URLs as given), so a run names its store the same way from
-    any working directory."""
-    return data if "://" in data else str(Path(data).expanduser().resolve())
-
-
-def same_store(saved: str, now: str) -> bool:
-    """Whether a saved run's store and the given one are the same: equal resolved paths, or (a moved or
-    copied store, or a run saved with a relative path elsewhere) two stores with identical attributes."""
-    if store_path(saved) == store_path(now):
-        return True
-    from store.attrs import read_attrs
-    from store.zarr_io import open_store
-
-    try:
-        return read_attrs(open_store(saved), saved) == read_attrs(open_store(now), now)
-    except UserError:
-        return False
-
-
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
     """KEY=VALUE items -> dict, values read by ``causal.yamlnum.parse_value`` (numbers as written, e.g. 5e-2;
     true/false, null, lists); the objective or encoder then checks each against its declaration."""
@@ -113,47 +91,16 @@ def list_components() -> str:
     return "\n".join(lines)
 
 
-def saved_config(out: Path, resume: bool, overwrite: bool) -> dict[str, Any] | None:
-    """The saved config.json of a run to resume (None for a new run); refuses --resume with nothing to resume
-    and an existing run without --resume or --overwrite. Writes nothing."""
-    config_path = out / "config.json"
-    if overwrite or not config_path.exists():
-        if resume and not overwrite:
-            raise UserError(f"nothing to resume at {out} (no config.json); drop --resume to start it")
-        return None
-    if not resume:
-        raise UserError(f"{out} already holds a run; pass --resume to continue it or --overwrite to replace it")
-    try:
-        return json.loads(config_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{config_path} is unreadable ({type(exc).__name__}); use --overwrite to start over") from None
-
-
-def check_resume(cfg: Any, saved: dict[str, Any], out: Path) -> None:
-    """A resumed run must be the saved one: only RESUMABLE_CHANGES may differ; the store is compared by identity
-    (resolved path or attributes), not as typed. Takes over the saved store path and normalisation."""
-    from training.trainer import ADDED_LATER
-
-    now = asdict(cfg)
-    skip = RESUMABLE_CHANGES | {"normalize", "data"}
-    diff = [k for k in now if k not in skip and saved.get(k, ADDED_LATER.get(k)) != now[k]]
-    if "data" in saved and not same_store(saved["data"], cfg.data):
-        diff.insert(0, "data")
-    if diff:
-        raise UserError(f"cannot resume {out}: {', '.join(diff)} differ from the saved run; use another --out")
-    cfg.data = saved.get("data", cfg.data)
-    cfg.normalize = saved.get("normalize") or {}
-
-
 def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The TrainConfig of the command line, 'auto' defaults resolved for the device; (config, auto keys).
     Every value is checked here, before a store is read or a file written."""
     from training.parts import check_numbers
+    from training.run_dir import store_path
     from training.trainer import TrainConfig, pick_device
 
     known = {f.name for f in fields(TrainConfig)}
     values = {k: getattr(args, k) for k in known if hasattr(args, k) and getattr(args, k) is not None}
-    values["data"] = store_path(args.data)
+    values["data"] = store_path(args.data)  # absolute, so the run names its store from any working directory
     values["objective_args"] = parse_kv(args.hp, "--hp")
     values["encoder_args"] = parse_kv(args.encoder_arg, "--encoder-arg")
     values["amp"] = not args.no_amp
@@ -267,19 +214,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.data or not args.out:
         raise UserError("--data STORE and --out RUN_DIR are required (or --list)")
-    from training.trainer import CHECKPOINT, TrainingInterrupted, train
+    from training.run_dir import RunDir
+    from training.trainer import TrainingInterrupted, train
 
     out = Path(args.out)
     check_output_dir(out)
-    saved = saved_config(out, args.resume, args.overwrite)
+    run_dir = RunDir(out)
+    saved = run_dir.saved(args.resume, args.overwrite)
     cfg, auto = config_from_args(args, saved)
     if saved is not None:
-        check_resume(cfg, saved, out)
+        run_dir.check_resume(cfg, saved)
     check_early(cfg)
     print(start_line(cfg, auto), flush=True)
     clear = (lambda: shutil.rmtree(out)) if args.overwrite and out.exists() else None
     try:
-        last = train(cfg, out, resume=saved is not None and (out / CHECKPOINT).exists(),
+        last = train(cfg, out, resume=saved is not None and run_dir.checkpoint_path.exists(),
                      progress=not args.no_progress, on_ready=clear, say=lambda text: print(text, flush=True))
     except TrainingInterrupted as stop:
         kept = f"the checkpoint of step {stop.checkpoint} is kept" if stop.checkpoint else "no checkpoint yet"

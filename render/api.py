@@ -58,6 +58,16 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
     (``report.ok`` is False); re-running retries them. Errors no retry can fix (a bad mesh, a full disk) stop the
     run with a one-line ``UserError``; finished chunks are kept, so a re-run resumes.
     """
+    check_run_args(workers, threads, retries, connect_timeout)
+    plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
+                       preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
+                       view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional)
+    return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
+               connect_timeout=float(connect_timeout), threads=threads)
+
+
+def check_run_args(workers: int | None, threads: int | None, retries: int, connect_timeout: float) -> None:
+    """Where-to-run settings of any render: one line for a bad value, before anything is planned or written."""
     if workers is not None and (not _is_int(workers) or workers <= 0):
         raise UserError(f"workers must be a positive number of processes, got {workers!r}")
     if threads is not None and (not _is_int(threads) or threads <= 0):
@@ -66,11 +76,6 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
         raise UserError(f"retries must be a non-negative integer, got {retries!r}")
     if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
         raise UserError(f"connect timeout must be a positive number of seconds, got {connect_timeout!r}")
-    plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
-                       preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
-                       view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional)
-    return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
-               connect_timeout=float(connect_timeout), threads=threads)
 
 
 def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,

@@ -69,6 +69,7 @@ class RenderPlan:
     layout: dict[str, Any]
     latents: np.ndarray | None = None
     classes: np.ndarray | None = None
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # per-row arrays beside the latents (sequences)
 
 
 @dataclass
@@ -387,7 +388,7 @@ def _run(plan: RenderPlan, client: Any, workers: int, threads: int | None, overw
     if not len(todo):
         return report
     if plan.latents is not None:
-        write_given(group, plan.latents, plan.classes, todo.tolist())
+        write_given(group, plan.latents, plan.classes, todo.tolist(), plan.extra)
     gpu = job.settings.get("device") == "gpu"
     if client is None and (workers == 1 or len(todo) == 1):
         job = replace(job, threads=threads or (0 if gpu else cpu_cores()))

@@ -50,6 +50,7 @@ class StoreAttrs:
     latents_source: str = "scm"
     latents_sha256: str | None = _fp(None)
     label_names: dict[str, list[str]] | None = None  # converted datasets: each label's category names
+    sequences: dict[str, Any] | None = _fp(None)  # sequence stores: the dynamic spec, sequences, length, seed
     source_format: str | None = None  # imports: the published format, folder, layout and file hashes
     source: str | None = None
     source_layout: dict[str, Any] | None = None
@@ -80,24 +81,27 @@ class StoreAttrs:
         return cls(**{k: v for k, v in attrs.items() if k in known})
 
     def fingerprint(self) -> dict[str, Any]:
-        """The values that must match for a run to resume (or be skipped) on an existing store."""
-        return {k: getattr(self, k) for k in FINGERPRINT_KEYS}
+        """The values that must match for a run to resume (or be skipped) on an existing store; a key added to the
+        format later is left out while it has its default, so digests of stores made before it stay the same."""
+        return {k: getattr(self, k) for k in FINGERPRINT_KEYS
+                if not (k in ADDED_LATER and getattr(self, k) == ADDED_LATER[k])}
 
     def differences(self, other: StoreAttrs) -> list[str]:
         """Fingerprint keys whose values differ from ``other``'s."""
-        mine, theirs = self.fingerprint(), other.fingerprint()
-        return [k for k in FINGERPRINT_KEYS if mine[k] != theirs[k]]
+        return [k for k in FINGERPRINT_KEYS if getattr(self, k) != getattr(other, k)]
 
     # ----- named constructors, one per writer ----------------------------------------------------------
     @classmethod
     def rendered(cls, scene: str, scene_spec: dict[str, Any], scm: Any, render: dict[str, Any], seed: int, n: int,
                  chunk_size: int, views: dict[str, list[str]], view_seeds: str | None, meshes: dict[str, str],
                  mesh_sha256: dict[str, str] | None, meshes_dir: str | None, latents_source: str,
-                 latents_sha256: str | None) -> StoreAttrs:
-        """A store rendered by Blender from an SCM (or given latents) and a scene."""
+                 latents_sha256: str | None, sequences: dict[str, Any] | None = None) -> StoreAttrs:
+        """A store rendered by Blender from an SCM (or given latents, or a dynamic SCM's rolled-out ``sequences``)
+        and a scene."""
         return cls(scene=scene, scene_spec=scene_spec, render=render, seed=seed, n=n, chunk_size=chunk_size,
                    views=views, view_seeds=view_seeds, meshes=meshes, mesh_sha256=mesh_sha256, meshes_dir=meshes_dir,
-                   latents_source=latents_source, latents_sha256=latents_sha256, **_scm_fields(scm), **_stamp())
+                   latents_source=latents_source, latents_sha256=latents_sha256, sequences=sequences,
+                   **_scm_fields(scm), **_stamp())
 
     @classmethod
     def imported(cls, fmt: str, folder: str, layout: dict[str, Any], sha256: dict[str, str], scm: Any,
@@ -125,10 +129,11 @@ class StoreAttrs:
                    n=n, chunk_size=chunk_size, latents_source=source, **_stamp())
 
 
+ADDED_LATER = {"sequences": None}  # fingerprint fields added after stores were first made, with their default
 FINGERPRINT_KEYS = tuple(f.name for f in fields(StoreAttrs) if f.metadata.get("fingerprint"))
 _TYPES: dict[str, type] = {"scene": str, "scene_spec": dict, "scm": dict, "latent_names": list, "n": int,
                            "chunk_size": int, "latent_groups": dict, "class_names": list, "render": dict,
-                           "views": dict, "meshes": dict, "software": dict}
+                           "views": dict, "meshes": dict, "software": dict, "sequences": dict}
 
 
 def _scm_fields(scm: Any) -> dict[str, Any]:

@@ -123,6 +123,9 @@ def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Gro
         if layout["has_classes"]:
             group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64",
                                compressors=_zstd(0), dimension_names=DIMENSIONS["classes"])
+    for name, (dtype, dims, tail) in dict(layout.get("extra", {})).items():  # per-row arrays, e.g. a sequence's index
+        group.create_array(name, shape=(n, *tail), chunks=(c, *tail), dtype=dtype, compressors=_zstd(0),
+                           dimension_names=tuple(dims))
     group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
                        compressors=_zstd(0), dimension_names=DIMENSIONS["done"])
     return group
@@ -157,8 +160,10 @@ def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[st
     group["done"][k] = True
 
 
-def write_given(group: zarr.Group, latents: np.ndarray, classes: np.ndarray | None, chunks: list[int]) -> None:
-    """Write given latents (and classes) into the anchors' arrays for ``chunks`` (the ones not done yet).
+def write_given(group: zarr.Group, latents: np.ndarray, classes: np.ndarray | None, chunks: list[int],
+                extra: Mapping[str, np.ndarray] | None = None) -> None:
+    """Write given latents (and classes, and the layout's ``extra`` per-row arrays) into the store for ``chunks``
+    (the ones not done yet).
 
     Done at every start, not only at creation, so a driver killed while creating the store leaves nothing
     half-written for the workers, which read their rows from here.
@@ -169,6 +174,8 @@ def write_given(group: zarr.Group, latents: np.ndarray, classes: np.ndarray | No
         group["latents"][start:stop] = latents[start:stop]
         if classes is not None:
             group["classes"][start:stop] = classes[start:stop]
+        for name, values in (extra or {}).items():
+            group[name][start:stop] = values[start:stop]
 
 
 def _runs(ks: list[int]) -> list[tuple[int, int]]:

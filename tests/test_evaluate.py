@@ -69,18 +69,19 @@ def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
     against the test store's latents on the report's fit/score splits (recomputed here from the encoding); an
     unknown metric is one line before any work."""
     from evaluation.dci import dci
-    from evaluation.encode import encode_store, load_run
+    from evaluation.encode import encode_store
     from evaluation.mig import mig
     from store.info import store_info
+    from training.run_dir import RunDir
 
     out = tmp_path / "m.json"
     assert main(["evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",
                  "--metrics", "dci,mig,sap", "--out", str(out)]) == 0
     rep = json.loads(out.read_text())
     assert set(rep["metrics"]) == {"dci", "mig", "sap"} and rep["metrics"]["mig"]["n_bins"] == 20
-    cfg, state = load_run(str(setup / "run"))
+    run = RunDir(setup / "run").load()
     info = store_info(str(setup / "test.zarr"))
-    enc = encode_store(cfg, state, info, info.rows[:rep["n_fit"] + rep["n_score"]], device="cpu")
+    enc = encode_store(run, info, info.rows[:rep["n_fit"] + rep["n_score"]], device="cpu")
     z, y, k = enc["output"], enc["latents"], rep["n_fit"]
     want = dci(y[:k], z[:k], y[k:], z[k:])
     assert rep["metrics"]["dci"]["disentanglement"] == pytest.approx(want.disentanglement, abs=1e-6)

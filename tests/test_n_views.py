@@ -137,14 +137,15 @@ def test_simvae_run_with_three_views_finishes_and_records_j(store, tmp_path):
 
 def test_saved_runs_and_grid_cells_from_before_n_views_stay_valid(store):
     from pipelines.cells import run_settings
-    from pipelines.train import check_resume
+    from training.run_dir import RunDir
     from training.trainer import TrainConfig
 
     cfg = TrainConfig(data=str(store), objective="simvae", views="none")
     old = {k: v for k, v in asdict(cfg).items() if k != "n_views"}  # a config.json written before the field
-    check_resume(cfg, old, Path("run"))  # no "n_views differ"
+    RunDir(Path("run")).check_resume(cfg, old)  # no "n_views differ"
     with pytest.raises(UserError, match="n_views differ"):
-        check_resume(TrainConfig(data=str(store), objective="simvae", views="none", n_views=3), old, Path("run"))
+        RunDir(Path("run")).check_resume(TrainConfig(data=str(store), objective="simvae", views="none", n_views=3),
+                                         old)
     assert "n_views" not in run_settings(TrainConfig(data="-", views="none"))  # an old cell's key is unchanged
     assert run_settings(TrainConfig(data="-", objective="simvae", views="none", n_views=3))["n_views"] == 3
 

@@ -78,6 +78,37 @@ def test_a_changed_setting_runs_the_cell_again_and_keeps_the_old_one(tmp_path):
     assert "figures" not in r.stdout and not (out / "figures").exists()  # --no-figures: no folder named
 
 
+def test_cells_on_two_workers_score_as_in_one_process(tmp_path):
+    """`--workers 2` runs the cells on a local Dask cluster (the engine compare uses): the same table, and every
+    cell's weights bit-identical to the serial run's (both at one torch thread: thread counts are set, not
+    inherited); a diverged cell would be reported by the same policy."""
+    import torch
+
+    cfg = json.loads(json.dumps(CFG))
+    cfg["seeds"] = [0, 1]
+    config = write_config(tmp_path, cfg)
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        r = synthetic(config, serial, "--steps", "20")
+    finally:
+        torch.set_num_threads(threads)
+    assert r.returncode == 0, r.stderr
+    r = synthetic(config, parallel, "--steps", "20", "--workers", "2")
+    assert r.returncode == 0 and "Dask dashboard" in r.stdout, r.stderr[-2000:]
+    for seed in (0, 1):
+        cell = Path(f"cells/box_normal/seed_{seed}")
+        a = torch.load(serial / cell / "checkpoint.pt", weights_only=False)["model"]
+        b = torch.load(parallel / cell / "checkpoint.pt", weights_only=False)["model"]
+        assert all(torch.equal(a[k], b[k]) for k in a)
+        assert without_time(json.loads((serial / cell / "scores.json").read_text())) == \
+            without_time(json.loads((parallel / cell / "scores.json").read_text()))
+    seeds_differ = json.loads((serial / "cells/box_normal/seed_0/scores.json").read_text())["linear_r2"] != \
+        json.loads((serial / "cells/box_normal/seed_1/scores.json").read_text())["linear_r2"]
+    assert seeds_differ  # the two cells are two different runs, so equal tables are not an accident
+
+
 def test_compare_cells_use_the_same_keys(tmp_path):
     """compare keys its (view maker, seed) cells by the same helper: a cell trained with other steps is moved aside."""
     from pipelines.cells import claim_cell, matches

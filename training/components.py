@@ -10,8 +10,9 @@ from training.data import StoreBatches, make_loader
 from training.encoder_base import Encoder
 from training.encoders import build_encoder
 from training.objectives import OBJECTIVES
-from training.parts import SYNTHETIC, Run, check_components, check_numbers, check_view_count
-from training.views import Normalize, ViewMaker, make_view_maker
+from training.parts import Run, check_components, check_numbers, check_view_count
+from training.run_dir import StoreData, SyntheticData, data_spec, normalizer
+from training.views import ViewMaker, make_view_maker
 
 
 def build_encoder_for(cfg: Any, info: StoreInfo) -> Encoder:
@@ -24,8 +25,7 @@ def build_views(cfg: Any, info: StoreInfo) -> ViewMaker:
     if not cfg.normalize:
         mean, std = image_stats(info)
         cfg.normalize = {"mean": list(mean), "std": list(std)}
-    views = make_view_maker(cfg.views, Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"])),
-                            n_views=cfg.n_views)
+    views = make_view_maker(cfg.views, normalizer(cfg), n_views=cfg.n_views)
     for key in views.requires:
         if key.startswith("views/") and key.split("/")[1] not in info.views:
             have = ", ".join(info.views) or "none"
@@ -47,16 +47,25 @@ def check_pairing(cfg: Any, objective_cls: type, views: ViewMaker) -> None:
 
 
 def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, device: Any = "cpu") -> Run:
-    """Everything the trainer needs, validated (one-line UserErrors for bad names and inputs); synthetic data
-    (``cfg.data == "synthetic"``) is generated on ``device``."""
+    """Everything the trainer needs, validated (one-line UserErrors for bad names and inputs), built by the
+    builder of the config's data kind (``training.run_dir.data_spec``)."""
     check_numbers(cfg)
-    if cfg.data == SYNTHETIC:
-        from training.synthetic.run import build_synthetic_run
+    spec = data_spec(cfg)
+    return RUN_BUILDERS[spec.kind](cfg, spec, start_batch, rank, world, device)
 
-        return build_synthetic_run(cfg, start_batch, rank, world, device)
+
+def build_synthetic(cfg: Any, spec: SyntheticData, start_batch: int, rank: int, world: int, device: Any) -> Run:
+    """A run on a synthetic source: batches generated on ``device`` (``training.synthetic.run``)."""
+    from training.synthetic.run import build_synthetic_run
+
+    return build_synthetic_run(cfg, start_batch, rank, world, device)
+
+
+def build_store_run(cfg: Any, spec: StoreData, start_batch: int, rank: int, world: int, device: Any) -> Run:
+    """A run on a Zarr store: its rows, normalisation, view maker (bound to the data) and loader."""
     objective_cls = OBJECTIVES.get(cfg.objective)
     check_view_count(cfg, objective_cls)
-    info = store_info(cfg.data, allow_partial=cfg.allow_partial, split=cfg.split)
+    info = store_info(spec.path, allow_partial=spec.allow_partial, split=spec.split)
     views = build_views(cfg, info)
     check_pairing(cfg, objective_cls, views)
     need = cfg.n_views if objective_cls.any_views else objective_cls.n_views
@@ -73,3 +82,7 @@ def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, dev
                            lanes=cfg.num_workers)
     views.bind(dataset, objective, cfg.seed)  # e.g. LT-NN's partner search, CRL-TAC's draws per image
     return Run(info, views, objective, make_loader(dataset, cfg.num_workers))
+
+
+# one builder per data kind (``training.run_dir.DataSpec.kind``)
+RUN_BUILDERS = {"store": build_store_run, "synthetic": build_synthetic}

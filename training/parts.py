@@ -29,8 +29,6 @@ class Run:
     loader: Any
 
 
-SYNTHETIC = "synthetic"  # TrainConfig.data of runs on a synthetic source (TrainConfig.source) instead of a store
-
 # arguments the trainer passes itself: not settable through --hp / --encoder-arg
 _FIXED_ARGS = {"self", *FIXED_ARGS}
 

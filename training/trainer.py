@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,10 @@ from torch import nn
 
 from causal.errors import UserError
 from causal.rng import stream_key
+from training.config import TrainConfig
 from training.distributed import mean_across_ranks
+from training.run_dir import CHECKPOINT, load_checkpoint, write_config
 from training.schedule import lr_factor
-
-CHECKPOINT = "checkpoint.pt"
-
 
 ESTIMATE_AFTER = 3  # steps timed (after one warm-up step) before the run-time estimate is printed
 ESTIMATE_ABOVE_S = 60.0  # print the estimate only for runs longer than this
@@ -88,41 +87,6 @@ class StopRequest:
             signal.signal(signal.SIGINT, self.previous)
 
 
-@dataclass
-class TrainConfig:
-    """Everything that defines a run; saved as ``config.json`` in the run directory."""
-
-    data: str
-    objective: str = "infonce"
-    views: str = "crop_large+colour"
-    n_views: int = 2  # views per anchor (J): DA view makers make any J >= 2 for objectives with ``any_views``
-    encoder: str = "resnet18"
-    out_dim: int = 10
-    constraint: str = "none"
-    steps: int = 1000
-    batch_size: int = 256
-    lr: float = 1e-4
-    seed: int = 0
-    device: str = "auto"
-    amp: bool = True
-    grad_clip: float = 0.0
-    split: str | None = None
-    allow_partial: bool = False
-    num_workers: int = 0
-    log_every: int = 10
-    checkpoint_every: int = 100
-    tensorboard: bool = False
-    objective_args: dict[str, Any] = field(default_factory=dict)
-    encoder_args: dict[str, Any] = field(default_factory=dict)
-    normalize: dict[str, list[float]] = field(default_factory=dict)  # filled from the store
-    schedule: str = "constant"  # learning rate after warm-up: constant, cosine (to 0 at the last step) or step
-    warmup_steps: int = 0  # linear warm-up from lr / warmup_steps to lr
-    source: dict[str, Any] = field(default_factory=dict)  # data == "synthetic": the source spec (training.synthetic)
-
-
-# TrainConfig fields added after runs and grid cells were first saved, with the value a saved config without one
-# had: a resumed run compares against it, and a cell's key leaves the field out while it has it (old cells stay valid)
-ADDED_LATER: dict[str, Any] = {"n_views": 2}
 
 def pick_device(want: str) -> torch.device:
     """'auto' -> CUDA if available else CPU; 'cuda' without a GPU is a user error."""
@@ -147,15 +111,6 @@ def view_generator(seed: int, step: int, rank: int = 0) -> torch.Generator:
     if rank == 0:
         return step_generator(seed, step)
     return torch.Generator().manual_seed(stream_key(seed, "views", step, "rank", rank) % 2**63)
-
-
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Read a checkpoint; a damaged file is a one-line user error."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unpickling/zip error means the file is unusable
-        raise UserError(f"checkpoint {path} is unreadable ({type(exc).__name__}); delete it to start over, "
-                        "or restore it from a backup") from None
 
 
 class MetricsLog:
@@ -225,13 +180,6 @@ def _clean_failed_start(run_dir: Path, created: bool) -> None:
         return
     for name in ("config.json", "metrics.jsonl", "metrics.csv"):
         (run_dir / name).unlink(missing_ok=True)
-
-
-def write_config(run_dir: Path, cfg: TrainConfig) -> None:
-    """config.json, written atomically (a temp file renamed into place)."""
-    tmp = run_dir / ".config.json.tmp"
-    tmp.write_text(json.dumps(asdict(cfg), indent=2) + "\n")
-    os.replace(tmp, run_dir / "config.json")
 
 
 def _distributed() -> tuple[int, int]:
