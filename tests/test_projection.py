@@ -57,14 +57,20 @@ def test_object_centres_read_the_stores_scene_and_column_order():
     """evaluate's channel report projects with the scene a store records, picking latents by name; a store of
     plain images (no scene) gets none."""
     from evaluation.channel import object_centres
+    from store.attrs import StoreAttrs
+
+    def store(**kw):
+        return StoreAttrs(**{"scene_spec": {}, "scm": {}, "n": 5, "chunk_size": 5, **kw})
 
     scene = load_scene("causal3dident")
     raw = np.random.default_rng(0).uniform(-1, 1, (5, len(scene.latents)))
     want = object_pixels(scene, raw, None, 32)
     names = list(scene.latent_names)
     order = np.random.default_rng(1).permutation(len(names))  # the store's columns in another order
-    attrs = {"scene": "causal3dident", "scene_spec": scene.to_dict(), "latent_names": [names[i] for i in order]}
+    attrs = store(scene="causal3dident", scene_spec=scene.to_dict(), latent_names=[names[i] for i in order])
     assert np.allclose(object_centres(attrs, raw[:, order], None, 32), want)
-    imported = {"scene": "imported", "source_format": "causal3dident", "latent_names": names}
+    assert not np.allclose(object_centres(attrs, raw, None, 32), want)  # the column order matters
+    imported = store(scene="imported", source_format="causal3dident", latent_names=names)
     assert np.allclose(object_centres(imported, raw, None, 32), want)
-    assert object_centres({"scene": "dataset", "latent_names": ["digit"]}, raw[:, :1], None, 32) is None
+    dataset = store(scene="dataset:digits", scene_spec={"dataset": "digits"}, latent_names=["digit"])
+    assert object_centres(dataset, raw[:, :1], None, 32) is None
