@@ -1,0 +1,150 @@
+"""Goldens for a refactor: run tiny render, import, train, evaluate, compare and synthetic jobs through the CLI of
+the checkout on PYTHONPATH and record a digest of what each wrote (arrays, weights, tables; not times, paths or
+software stamps). Run it on the code before and after a change and compare the two JSON files: behaviour is
+unchanged where the digests are equal.
+
+    PYTHONPATH=/path/to/old python benchmarks/goldens.py --out /tmp/before.json --work /tmp/g_before
+    PYTHONPATH=. python benchmarks/goldens.py --out /tmp/after.json --work /tmp/g_after --compare /tmp/before.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SKIP_KEYS = {"created", "software", "run", "test_store", "seconds", "train_seconds", "figure", "files", "path",
+             "source", "scene_spec"}  # vary with time, place or machine, not with behaviour
+SYNTHETIC = {
+    "name": "golden", "seeds": [0, 1],
+    "train": {"objective": "lp_infonce", "encoder": "mlp", "encoder_args": {"hidden": [16, 16]}, "out_dim": 3,
+              "steps": 30, "batch_size": 64, "lr": 0.003, "amp": False, "log_every": 10},
+    "evaluate": {"n_fit": 300, "n_score": 300},
+    "rows": [{"name": "box normal", "source": {"kind": "latent_pairs", "space": "box", "conditional": "normal",
+                                               "scale": 0.05, "dim": 3}, "hp": {"p": 2}}],
+}
+COMPARE = {
+    "name": "golden", "scene": "causal3dident",
+    "stores": {"train": {"n": 64, "resolution": 16, "samples": 2, "seed": 0, "views": "hues:hues"},
+               "test": {"n": 64, "resolution": 16, "samples": 2, "seed": 1}},
+    "train": {"objective": "infonce", "encoder": "cnn", "out_dim": 9, "steps": 5, "batch_size": 16, "lr": 0.001},
+    "seeds": [0], "evaluate": {"fit": 24, "score": 40, "kernel": False},
+    "rows": [{"name": "DA: colour", "views": "colour"}, {"name": "LT: hues", "views": "lt_exact:hues"}],
+}
+
+
+def cli(*args: Any) -> None:
+    """``ident3d ARGS`` as a subprocess of this interpreter (the checkout on PYTHONPATH), one thread, checked."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, args)], env=env, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"goldens: ident3d {' '.join(map(str, args))} failed:\n{r.stderr[-3000:]}")
+
+
+def array_digest(store: Path) -> str:
+    """sha256 over every array's name and decoded values (not the attributes or chunk encodings)."""
+    import zarr
+
+    h = hashlib.sha256()
+    group = zarr.open_group(str(store), mode="r")
+
+    def walk(g: Any, prefix: str) -> None:
+        for name, node in sorted(g.members()):
+            if isinstance(node, zarr.Group):
+                walk(node, f"{prefix}{name}/")
+            else:
+                h.update(f"{prefix}{name}".encode() + np.ascontiguousarray(node[...]).tobytes())
+
+    walk(group, "")
+    return h.hexdigest()
+
+
+def weights_digest(checkpoint: Path) -> str:
+    """sha256 over a checkpoint's model tensors (names and values)."""
+    import torch
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["model"]
+    h = hashlib.sha256()
+    for k in sorted(state):
+        h.update(k.encode() + state[k].cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def clean(value: Any) -> Any:
+    """A JSON value without the keys that vary with time or place, floats rounded to 10 significant digits."""
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in sorted(value.items()) if k not in SKIP_KEYS}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    if isinstance(value, float):
+        return value if not math.isfinite(value) else float(f"{value:.10g}")
+    return value
+
+
+def json_digest(path: Path) -> str:
+    return hashlib.sha256(json.dumps(clean(json.loads(path.read_text())), sort_keys=True).encode()).hexdigest()
+
+
+def run_all(work: Path) -> dict[str, str]:
+    """Every job, in order; the digest of each output."""
+    import yaml
+
+    out: dict[str, str] = {}
+    store = work / "c3d.zarr"
+    cli("render", "--scene", "causal3dident", "--n", 64, "--resolution", 16, "--samples", 2, "--chunk-size", 8,
+        "--views", "hues:hues", "--out", store, "--workers", 1, "--no-progress")
+    out["render"] = array_digest(store)
+    published = work / "published"
+    cli("export", store, "--format", "3dident", "--out", published)
+    cli("import", "--format", "3dident", published, "--out", work / "imported.zarr", "--chunk-size", 8,
+        "--workers", 1, "--no-progress")
+    out["export_import"] = array_digest(work / "imported.zarr")
+    cli("train", "--data", store, "--views", "colour", "--encoder", "cnn", "--steps", 3, "--batch-size", 8,
+        "--lr", 1e-3, "--device", "cpu", "--out", work / "run", "--no-progress")
+    out["train"] = weights_digest(work / "run" / "checkpoint.pt")
+    cli("evaluate", "--run", work / "run", "--data", store, "--no-kernel", "--fit", 20, "--score", 44,
+        "--metrics", "dci,mig", "--out", work / "report.json")
+    out["evaluate"] = json_digest(work / "report.json")
+    (work / "compare.yaml").write_text(yaml.safe_dump(COMPARE))
+    cli("compare", "--config", work / "compare.yaml", "--out", work / "compare", "--no-progress")
+    out["compare"] = json_digest(work / "compare" / "table.json")
+    (work / "synthetic.yaml").write_text(yaml.safe_dump(SYNTHETIC))
+    cli("synthetic", "--config", work / "synthetic.yaml", "--out", work / "synthetic", "--no-progress",
+        "--no-figures")
+    out["synthetic"] = json_digest(work / "synthetic" / "table.json")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="JSON file of the digests")
+    ap.add_argument("--work", required=True, help="scratch folder (replaced)")
+    ap.add_argument("--compare", help="an earlier digests JSON: say which jobs differ (exit 1 if any)")
+    args = ap.parse_args()
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    digests = run_all(work)
+    Path(args.out).write_text(json.dumps(digests, indent=1) + "\n")
+    print(json.dumps(digests, indent=1))
+    if args.compare:
+        before = json.loads(Path(args.compare).read_text())
+        differ = [k for k in digests if before.get(k) != digests[k]]
+        print("unchanged: " + ", ".join(k for k in digests if k not in differ))
+        print("differ: " + (", ".join(differ) or "none"))
+        return 1 if differ else 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
