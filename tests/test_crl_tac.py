@@ -73,11 +73,12 @@ def test_weighted_objective_hand_computed():
     assert weighted_views_nce(z, None, 1.0).item() == pytest.approx(math.log(math.e + 2) - 1, abs=1e-6)
 
 
-def _plain(z: np.ndarray, w: np.ndarray, beta: float, jensen: bool = True) -> float:
+def _plain(z: np.ndarray, w: np.ndarray, beta: float, jensen: bool = True, anchor: bool = False) -> float:
     """SPEC/paper 002's weighted bound, term by term: importance weights normalised to mean 1 per image; for each
     view a, minus the weighted mean similarity to the other views of its image plus the log of the weighted sum
-    of exp-similarities to every other view of the batch, weighted by w_a and averaged; without Jensen (objective
-    (2) itself) the first term is the log of the weighted mean of the exp-similarities."""
+    of exp-similarities to every other view of the batch (``anchor``: to every view, a itself included, as in the
+    paper's eq. (19)), weighted by w_a and averaged; without Jensen (objective (2) itself) the first term is the
+    log of the weighted mean of the exp-similarities."""
     b, m, _ = z.shape
     w = w / w.sum(axis=1, keepdims=True) * m
     total = 0.0
@@ -93,7 +94,7 @@ def _plain(z: np.ndarray, w: np.ndarray, beta: float, jensen: bool = True) -> fl
             neg = 0.0
             for k in range(b):
                 for kk in range(m):
-                    if (k, kk) != (i, j):
+                    if anchor or (k, kk) != (i, j):
                         neg += w[k, kk] * math.exp(beta * float(z[i, j] @ z[k, kk]))
             total += w[i, j] * (math.log(neg) - pos)
     return total / (b * m)
@@ -110,6 +111,27 @@ def test_weighted_objective_matches_a_plain_loop(seed):
     exact = weighted_views_nce(z, w.log(), 0.7, jensen=False).item()
     assert exact == pytest.approx(_plain(z.numpy(), w.numpy(), 0.7, jensen=False), rel=1e-6)
     assert exact < got  # log E exp >= E log exp: the exact objective's loss is below its Jensen bound's
+    for jensen in (True, False):  # the channel phase's denominator: every view, the anchor's own included
+        got = weighted_views_nce(z, w.log(), 0.7, jensen=jensen, anchor_in_denominator=True).item()
+        assert got == pytest.approx(_plain(z.numpy(), w.numpy(), 0.7, jensen=jensen, anchor=True), rel=1e-6)
+
+
+def test_anchor_in_denominator_leaves_no_reward_for_concentrating_the_weights():
+    """All views encoded alike (the untrained encoder, nearly): objective (2) is 0 whatever P(T|X), and so is the
+    loss with the anchor in the denominator, log(B m). Leaving the anchor out, putting each image's weight on one
+    view takes its image out of that view's denominator: log(B m - 1) drops to log((B - 1) m), a reward of 0.028
+    nats at B = 32, m = 8 that outweighs the entropy bonus lambda log 289 = 0.014 (the channel's collapse)."""
+    b, m = 32, 8
+    z = F.normalize(torch.ones(b, m, 4), dim=-1)
+    spread = torch.zeros(b, m)
+    peaked = torch.full((b, m), -30.0)
+    peaked[:, 0] = 0.0
+    for lw in (spread, peaked):
+        assert weighted_views_nce(z, lw, 0.5, anchor_in_denominator=True).item() == pytest.approx(
+            math.log(b * m), abs=1e-5)
+    left_out = [weighted_views_nce(z, lw, 0.5).item() for lw in (spread, peaked)]
+    assert left_out == pytest.approx([math.log(b * m - 1), math.log((b - 1) * m)], abs=1e-5)
+    assert left_out[0] - left_out[1] > 0.0025 * math.log(289)
 
 
 def test_two_unweighted_views_are_simclr_nt_xent():

@@ -3,7 +3,8 @@
 Each training step has two phases (the trainer runs them in turn, one optimiser step each, as the paper's
 Algorithm 1 alternates): the *encoder* phase draws m crops per image from P(T|X) and minimises the multi-view
 InfoNCE bound below; the *channel* phase draws m crops uniformly, evaluates objective (2) (by default; or that
-bound) with the crops weighted by P(T|X) (encoder frozen) and subtracts lambda * H(T|X). With the channel frozen
+bound) with the crops weighted by P(T|X) (encoder frozen; every image, the anchor's own included, weighs the same
+in the denominator, as in the paper's eq. (19)) and subtracts lambda * H(T|X). With the channel frozen
 at its uniform start (``train_channel=False``) this is the SimCLR baseline of the paper, the same code.
 """
 
@@ -23,11 +24,11 @@ from training.hparams import Count, NonNegative, Positive, Range
 from training.objectives.base import Objective
 from training.registry import OBJECTIVES
 
-CROPS_PER_PASS = 8192  # crops encoded at once when a representation averages over every crop of an image
+CROPS_PER_PASS = 1024  # crops encoded at once when a representation averages over every crop of an image
 
 
 def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: float,
-                       jensen: bool = True) -> torch.Tensor:
+                       jensen: bool = True, anchor_in_denominator: bool = False) -> torch.Tensor:
     """The Jensen bound of paper 002's objective (2) as a loss, for m >= 2 unit-norm views per image z (B, m, D).
 
     Views of image i carry weights w_ij = exp(log_weights) (None: all 1), rescaled to mean 1 per image
@@ -37,6 +38,11 @@ def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: 
     neg_a = log sum_{b != a} w_b exp(beta <z_a, z_b>) over all other views of the batch;
     loss = sum_a w_a (neg_a - pos_a) / (B m). With m = 2 and no weights it is SimCLR's NT-Xent at tau = 1 / beta.
     ``jensen=False`` takes objective (2) itself: pos_a = log of the weighted mean of exp(beta <z_a, z_ij'>).
+    ``anchor_in_denominator`` sums neg_a over every view b, a included: the paper's eq. (19), a mean over all
+    images of the batch with each image's draws, so every image weighs m there whatever its weights. Without it a
+    view's own weight w_a takes m - w_a off its image's share, and concentrating an image's weight on one view
+    lowers the loss even when every view is encoded alike (log(B m - 1) -> log((B - 1) m)): what the channel phase
+    must not be rewarded for.
     """
     b, m, _ = z.shape
     if m < 2:
@@ -58,7 +64,8 @@ def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: 
     else:
         pos = torch.logsumexp((s + log_w.unsqueeze(0)).masked_fill(~same, float("-inf")), dim=1) - torch.log(
             pos_w.sum(dim=1).clamp_min(1e-30))
-    neg = torch.logsumexp((s + log_w.unsqueeze(0)).masked_fill(eye, float("-inf")), dim=1)
+    shown = s + log_w.unsqueeze(0)
+    neg = torch.logsumexp(shown if anchor_in_denominator else shown.masked_fill(eye, float("-inf")), dim=1)
     return (w * (neg - pos)).sum() / (b * m)
 
 
@@ -81,7 +88,8 @@ class CRLTAC(Objective):
         top: crops of highest P(T|X) averaged by the "top-n" representation (default 8, the paper's).
         channel_bound: the channel phase's objective: "exact" (objective (2) itself, a log-mean-exp over the
             other views of the image; default) or "jensen" (the lower bound the encoder phase uses). On the
-            canvas, exact gave the channel more mass on the digit and f higher accuracy (results/crl_tac_canvas*).
+            canvas, exact gave the channel more mass on the digit and f higher accuracy (results/crl_tac_canvas*,
+            made before the channel phase counted the anchor in its denominator; results/crl_tac_mnist5k after).
     Needs ``--views learned_crop``; the encoder sees crops (e.g. ``--encoder tac_cnn --out-dim 50``), the
     representation of an image is E_{P(T|X)}[h(T(X))] over every crop, normalised (``features``: E[f(T(X))]).
     """
@@ -128,7 +136,7 @@ class CRLTAC(Objective):
         with torch.no_grad():
             z = self.embed(cut(x, idx, self.grid)).view(b, self.m, -1)
         entropy = channel_entropy(log_p)
-        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta, jensen=self.jensen)
+        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta, jensen=self.jensen, anchor_in_denominator=True)
         return {"loss": bound - self.entropy_weight * entropy, "bound": bound.detach(), "entropy": entropy.detach()}
 
     def probabilities(self, x: torch.Tensor) -> torch.Tensor:
@@ -158,12 +166,18 @@ class CRLTAC(Objective):
         (B, T) replaces the channel's P(T|X), e.g. by the paper's oracle."""
         p = self.probabilities(x) if probs is None else probs.to(x.device, torch.float32)
         f, h = self.crop_outputs(x)
+        return self.average_crops(p, f, h, top=self.train_channel and probs is None)
+
+    def average_crops(self, p: torch.Tensor, f: torch.Tensor, h: torch.Tensor,
+                      top: bool = False) -> dict[str, torch.Tensor]:
+        """``representations`` from crop outputs (f, h) already computed and weights p (B, T), so one encoding
+        pass serves several channels (the trained one, the oracle)."""
         out = {"inner": torch.einsum("bt,btf->bf", p, f),
                "output": F.normalize(torch.einsum("bt,btd->bd", p, h), dim=1)}
-        if self.train_channel and probs is None:
-            top = p.topk(min(self.top, p.shape[1]), dim=1).indices
-            out["inner_top"] = f.gather(1, top.unsqueeze(-1).expand(-1, -1, f.shape[2])).mean(dim=1)
-            out["output_top"] = F.normalize(h.gather(1, top.unsqueeze(-1).expand(-1, -1, h.shape[2])).mean(dim=1),
+        if top:
+            best = p.topk(min(self.top, p.shape[1]), dim=1).indices
+            out["inner_top"] = f.gather(1, best.unsqueeze(-1).expand(-1, -1, f.shape[2])).mean(dim=1)
+            out["output_top"] = F.normalize(h.gather(1, best.unsqueeze(-1).expand(-1, -1, h.shape[2])).mean(dim=1),
                                             dim=1)
         return out
 
