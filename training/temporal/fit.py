@@ -37,12 +37,16 @@ LEARNERS: dict[str, Callable[..., nn.Module]] = {
 
 
 def build_learner(name: str, obs_dim: int, n_vars: int, latent_dim: int, seed: int,
-                  hidden: tuple[int, ...] = (128, 128), **hparams: float) -> nn.Module:
-    """Learner ``name`` with an MLP encoder (obs_dim -> hidden -> latent_dim), its weights seeded by ``seed``."""
+                  hidden: tuple[int, ...] = (128, 128), image_size: int = 0, **hparams: float) -> nn.Module:
+    """Learner ``name`` with an MLP encoder (obs_dim -> hidden -> latent_dim), or with ``image_size`` > 0 the
+    ``cnn`` image encoder (and, for the VAEs, its mirrored conv decoder); weights seeded by ``seed``."""
     if name not in LEARNERS:
         raise ValueError(f"unknown learner {name!r}; choose one of {', '.join(LEARNERS)}")
     torch.manual_seed(seed)
-    enc = build_encoder("mlp", out_dim=latent_dim, image_size=0, in_dim=obs_dim, hidden=list(hidden))
+    if image_size:
+        enc = build_encoder("cnn", out_dim=latent_dim, image_size=image_size)
+    else:
+        enc = build_encoder("mlp", out_dim=latent_dim, image_size=0, in_dim=obs_dim, hidden=list(hidden))
     return LEARNERS[name](enc, n_vars, **hparams)
 
 
