@@ -1,7 +1,7 @@
 #!/bin/bash
 cd /work/main && . .venv/bin/activate
 export OMP_NUM_THREADS=1
-H="python results/crl_tac_mnist5k/controlled/harness.py --steps 300 --nfit 600 --ntest 400"
+H="python benchmarks/crl_tac_controlled/harness.py --steps 300 --nfit 600 --ntest 400"
 for seed in 0 1; do
   TAC_SELFNEG=1 $H --name fix --seed $seed
   TAC_SELFNEG=0 $H --name old --seed $seed
