@@ -3,7 +3,8 @@
 Run from the repository root with training/objectives/crl_tac.py patched by scratch_hooks.diff (environment
 switches: TAC_SELFNEG=0 leaves the anchor out of the channel phase's denominator, as before the fix; TAC_WARMUP=N
 freezes the channel for the first N steps; TAC_MC=N draws N uniform crops per image in the channel phase).
-Appends one JSON row to /tmp/tac/results.jsonl; queue.sh lists the runs of results/crl_tac_mnist5k/controlled/runs.jsonl.
+Appends one JSON row to /tmp/tac/results.jsonl; queue.sh lists the runs recorded in
+results/crl_tac_mnist5k/controlled/runs.jsonl.
 """
 
 import argparse
