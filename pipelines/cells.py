@@ -131,14 +131,19 @@ class Cell:
 
 def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = None,
               serial: Callable[[Cell, int, int], dict[str, Any]] | None = None,
-              say: Callable[[str], None] = print) -> dict[tuple[str, int], dict[str, Any]]:
+              say: Callable[[str], None] = print, progress: bool = False) -> dict[tuple[str, int], dict[str, Any]]:
     """Every cell's result by key: one after another in this process (``serial(cell, i, n)`` wraps each call,
-    e.g. to say which cell runs or where Ctrl-C stopped it), or in parallel on a local Dask cluster of ``workers``
-    single-thread processes or an existing cluster at ``scheduler``. A cell that diverges returns
-    ``{"diverged": why}`` like any result (the caller reports it and goes on, ``split_diverged``)."""
+    e.g. to say where Ctrl-C stopped it; with ``progress`` a line says which cell runs), or in parallel on a local
+    Dask cluster of ``workers`` single-thread processes or an existing cluster at ``scheduler``. A cell that
+    diverges returns ``{"diverged": why}`` like any result (the caller reports it and goes on, ``split_diverged``)."""
     if not scheduler and workers <= 1:
         run = serial or (lambda cell, i, n: cell.fn(*cell.args))
-        return {cell.key: run(cell, i, len(cells)) for i, cell in enumerate(cells)}
+        out = {}
+        for i, cell in enumerate(cells):
+            if progress:
+                say(f"cell {i + 1}/{len(cells)}: {cell.key[0]}, seed {cell.key[1]}")
+            out[cell.key] = run(cell, i, len(cells))
+        return out
     from dask.distributed import Client, LocalCluster
 
     from render.driver import dashboard_link

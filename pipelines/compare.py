@@ -469,12 +469,8 @@ def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
                 str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
                 cfg.get("evaluate") or {}, cfg.get("da_style"))))
 
-    def one(cell: Cell, i: int, n: int) -> dict[str, Any]:
-        if progress:
-            print(f"cell {i + 1}/{n}: {cell.key[0]}, seed {cell.key[1]}", flush=True)
-        return cell.fn(*cell.args, progress)
-
-    results = run_cells(cells, workers, scheduler, serial=one, say=lambda text: print(text, flush=True))
+    results = run_cells(cells, workers, scheduler, serial=lambda cell, i, n: cell.fn(*cell.args, progress),
+                        say=lambda text: print(text, flush=True), progress=progress)
     reports, diverged = split_diverged(results)
     if not reports:
         raise UserError("every cell diverged (" + "; ".join(f"{n} seed {s}: {why}" for (n, s), why in diverged.items())

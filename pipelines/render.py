@@ -99,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
     args.scene = args.scene or "causal3dident"
     if args.meshes or args.meshes_dir is not None:
         print(mesh_summary(*scene_with_meshes(args.scene, args.meshes, args.meshes_dir)), flush=True)
-    settings = {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise,
-                "device": args.device, "hue_mode": args.hue_mode}
+    settings = render_settings_args(args)
     report = render_store(args.out, scene=args.scene, scm=args.scm, n=args.n, latents=args.latents,
                           settings=settings, preset=args.preset, seed=args.seed, chunk_size=args.chunk_size,
                           views=args.views, meshes=args.meshes, view_seeds=args.view_seeds,
@@ -142,8 +141,7 @@ def render_sequence_args(args: argparse.Namespace) -> RenderReport:
         if value is not None:
             raise UserError(f"{flag} does not go with --sequences (a sequence store is rendered from the rollout of "
                             "the dynamic --scm); drop it")
-    settings = {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise,
-                "device": args.device, "hue_mode": args.hue_mode}
+    settings = render_settings_args(args)
     return render_sequences(args.out, scm=args.scm or "temporal_causal3dident", sequences=args.sequences,
                             length=args.length, seed=args.seed, scene=args.scene, settings=settings, preset=args.preset,
                             sequences_per_chunk=args.sequences_per_chunk, workers=args.workers,
@@ -151,3 +149,8 @@ def render_sequence_args(args: argparse.Namespace) -> RenderReport:
                             overwrite=args.overwrite, progress=not args.no_progress,
                             connect_timeout=args.connect_timeout, meshes=args.meshes, meshes_dir=args.meshes_dir)
 
+
+def render_settings_args(args: argparse.Namespace) -> dict[str, object]:
+    """The render-setting overrides of the command line (None: the preset's), for i.i.d. and sequence renders."""
+    return {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise, "device": args.device,
+            "hue_mode": args.hue_mode}

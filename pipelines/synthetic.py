@@ -341,12 +341,8 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
                                                device))
              for row in wanted for s in cfg.get("seeds", [0])]
 
-    def one(cell: Cell, i: int, n: int) -> dict[str, Any]:
-        if progress:
-            print(f"cell {i + 1}/{n}: {cell.key[0]}, seed {cell.key[1]}", flush=True)
-        return _run_or_say_where(cell, progress, i, n)
-
-    results = run_cells(cells, workers, scheduler, serial=one, say=lambda text: print(text, flush=True))
+    results = run_cells(cells, workers, scheduler, serial=lambda cell, i, n: _run_or_say_where(cell, progress, i, n),
+                        say=lambda text: print(text, flush=True), progress=progress)
     for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
         for s in cfg.get("seeds", [0]):
             cell = out / "cells" / slug(row["name"]) / f"seed_{s}"

@@ -132,12 +132,19 @@ def _posterior_draw(model, x_t1: torch.Tensor, seed: int):
     return mu, lv, mu + torch.exp(0.5 * lv) * eps
 
 
-def test_citris_vae_loss_matches_numpy():
-    torch.manual_seed(3)
+def _encoder_and_batch(seed: int):
+    """An MLP encoder (torch seed ``seed``) and a transition batch (x^t, x^{t+1}, targets) drawn from seeds
+    10 * seed, 10 * seed + 1 and 10 * seed + 2."""
+    torch.manual_seed(seed)
     enc = build_encoder("mlp", out_dim=M, image_size=0, in_dim=7, hidden=[16])
+    x_t, x_t1 = _rand(B, 7, seed=10 * seed), _rand(B, 7, seed=10 * seed + 1)
+    targets = torch.from_numpy(np.random.default_rng(10 * seed + 2).random((B, K)) < 0.5).double()
+    return enc, x_t, x_t1, targets
+
+
+def test_citris_vae_loss_matches_numpy():
+    enc, x_t, x_t1, targets = _encoder_and_batch(3)
     model = CitrisVAE(enc, K, lik_var=0.3, beta=2.0, lambda_reg=0.1, prior_hidden=8).double()
-    x_t, x_t1 = _rand(B, 7, seed=30), _rand(B, 7, seed=31)
-    targets = torch.from_numpy(np.random.default_rng(32).random((B, K)) < 0.5).double()
     torch.manual_seed(99)
     out = model.loss(x_t, x_t1, targets)
     with torch.no_grad():
@@ -153,11 +160,8 @@ def test_citris_vae_loss_matches_numpy():
 
 
 def test_ivae_loss_matches_numpy():
-    torch.manual_seed(4)
-    enc = build_encoder("mlp", out_dim=M, image_size=0, in_dim=7, hidden=[16])
+    enc, x_t, x_t1, targets = _encoder_and_batch(4)
     model = TemporalIVAE(enc, K, lik_var=0.2, beta=1.5, prior_hidden=8).double()
-    x_t, x_t1 = _rand(B, 7, seed=40), _rand(B, 7, seed=41)
-    targets = torch.from_numpy(np.random.default_rng(42).random((B, K)) < 0.5).double()
     torch.manual_seed(7)
     out = model.loss(x_t, x_t1, targets)
     with torch.no_grad():

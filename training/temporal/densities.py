@@ -8,13 +8,9 @@ intervention prior does, instead of sampling one assignment.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from training.objectives.gaussian import kl_gaussians
-
-LOG_2PI = math.log(2 * math.pi)
+from training.objectives.gaussian import LOG_2PI, kl_gaussians
 
 
 def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
