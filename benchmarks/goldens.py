@@ -125,6 +125,26 @@ def run_all(work: Path) -> dict[str, str]:
     return out
 
 
+def machine() -> dict[str, str]:
+    """What float results depend on besides the code: the CPU model and the versions of torch, numpy and bpy."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    out = {"cpu": cpu, "cores": str(os.cpu_count())}
+    for pkg in ("torch", "numpy", "bpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "-"
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="JSON file of the digests")

@@ -1,5 +1,5 @@
-"""The cell engine of every experiment kind (``ident3d compare``, ``ident3d synthetic``): cells keyed by their
-settings, run one after another or on a Dask cluster, with one divergence policy.
+"""The cells of every experiment kind (``pipelines.experiment`` runs them for compare, synthetic and scaling):
+cells keyed by their settings, run one after another or on a Dask cluster, with one divergence policy.
 
 A cell is one training run and its scores in its own folder. The folder records a hash of the cell's full resolved
 settings (everything that shapes its result: the trainer config with defaults filled in and hyperparameters in their
@@ -144,18 +144,15 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
                 say(f"cell {i + 1}/{len(cells)}: {cell.key[0]}, seed {cell.key[1]}")
             out[cell.key] = run(cell, i, len(cells))
         return out
-    from dask.distributed import Client, LocalCluster
+    from render.driver import connect, dashboard_link, local_cluster
 
-    from render.driver import dashboard_link
-
-    cluster = None if scheduler else LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0",
-                                                  silence_logs=40)
+    client, cluster = (connect(scheduler), None) if scheduler else local_cluster(workers, 1)
     try:
-        with Client(scheduler or cluster) as client:
-            say(f"Dask dashboard: {dashboard_link(client)}")
-            futures = {cell.key: client.submit(_one_thread, cell.fn, *cell.args, pure=False) for cell in cells}
-            return {key: fut.result() for key, fut in futures.items()}
+        say(f"Dask dashboard: {dashboard_link(client)}")
+        futures = {cell.key: client.submit(_one_thread, cell.fn, *cell.args, pure=False) for cell in cells}
+        return {key: fut.result() for key, fut in futures.items()}
     finally:
+        client.close()
         if cluster is not None:
             cluster.close()
 

@@ -13,7 +13,8 @@ from causal.errors import UserError
 # render` (and every Dask worker process, which re-imports the main script) does not pay for torch and the rest
 COMMANDS = {"demo": "demo", "sample": "sample", "scm": "scm", "render": "render", "show": "show", "check": "check",
             "train": "train", "evaluate": "evaluate", "compare": "compare", "synthetic": "synthetic",
-            "dataset": "dataset", "probe": "probe", "import": "import_data", "export": "export_data"}
+            "scaling": "scaling", "dataset": "dataset", "probe": "probe", "import": "import_data",
+            "export": "export_data"}
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,8 +9,7 @@ import argparse
 import csv
 import hashlib
 import json
-import re
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,16 @@ import numpy as np
 
 from causal.errors import UserError
 from evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, fraction_markdown, verdict
-from pipelines.cells import Cell, canonical, claim_cell, diverged_note, run_cells, run_settings, split_diverged
+from pipelines.cells import Cell, canonical, claim_cell, diverged_note, run_settings
+from pipelines.experiment import (
+    ExperimentKind,
+    check_eval,
+    check_seeds,
+    over_seeds,
+    run_experiment,
+    slug,
+    write_tables,
+)
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
@@ -27,7 +35,6 @@ TOP_KEYS = {"name", "scene", "stores", "train", "seeds", "evaluate", "rows", "da
 ROW_KEYS = {"name", "views", "paper", "train"}
 STORE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional"}
 EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store rows to fit and score the probes on
-MIN_EVAL_ROWS = 10
 # the row `ceiling: true` (the default) adds: the same encoder, data and budget trained on the labels
 CEILING_ROW = {"name": CEILING_NAME, "views": "labels", "train": {"objective": "supervised", "hp": {}}}
 
@@ -128,17 +135,7 @@ def ceiling_name(cfg: dict[str, Any]) -> str | None:
 
 def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
     """The config's evaluation settings with defaults filled in, checked (``head`` starts an error's line)."""
-    ev = cfg.get("evaluate") or {}
-    if not isinstance(ev, dict) or set(ev) - set(EVAL_DEFAULTS):
-        raise UserError(f"{head}: evaluate takes {', '.join(sorted(EVAL_DEFAULTS))}, got {ev!r}")
-    out = {**EVAL_DEFAULTS, **ev}
-    for key in ("fit", "score"):
-        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < MIN_EVAL_ROWS:
-            raise UserError(f"{head}: evaluate.{key} must be a whole number >= {MIN_EVAL_ROWS} (test-store rows), "
-                            f"got {out[key]!r}")
-    if not isinstance(out["kernel"], bool):
-        raise UserError(f"{head}: evaluate.kernel must be true or false, got {out['kernel']!r}")
-    return out
+    return check_eval(cfg, EVAL_DEFAULTS, "test-store rows", head)
 
 
 def row_train(cfg: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
@@ -195,13 +192,7 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
                         "lower the batch or render more")
     if need != 2 and OBJECTIVES.get(tc.objective).view_maker is None:  # every image view maker makes two views
         raise UserError(f"{head}: objective {tc.objective} needs {need} views; the rows' view makers make 2")
-    seeds = cfg.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and x >= 0 for x in seeds):
-        raise UserError(f"{head}: seeds must be a list of whole numbers >= 0, e.g. [0, 1, 2], got {seeds!r}")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    check_seeds(cfg.get("seeds", [0]), head)
 
 
 def store_args(spec: dict[str, Any], scene: str) -> dict[str, Any]:
@@ -314,14 +305,8 @@ def aggregate(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]
         if not vals:
             continue
         arr = np.array(vals, dtype=float)
-        table[row["name"]] = {c: (_nanstat(np.nanmean, arr[:, j]), _nanstat(np.nanstd, arr[:, j]))
-                              for j, c in enumerate(cols)}
+        table[row["name"]] = {c: over_seeds(arr[:, j])[:2] for j, c in enumerate(cols)}
     return table
-
-
-def _nanstat(fn: Any, values: np.ndarray) -> float:
-    """``fn`` over the non-NaN values, NaN (without a warning) when there are none."""
-    return float(fn(values)) if np.isfinite(values).any() else float("nan")
 
 
 def columns_of(table: dict[str, Any]) -> list[str]:
@@ -447,55 +432,71 @@ def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
         check_da_style_names(cfg["da_style"], store_info(test_store, allow_partial=True).scm, "config da_style")
 
 
+@dataclass
+class Compare(ExperimentKind):
+    """The compare kind (paper 000's grid): the config's train and test stores are rendered once, then one cell per
+    (view maker, seed) is trained on the train store and evaluated on the test store; one table in the paper's
+    layout with the fraction of the supervised ceiling and a side-by-side with the paper."""
+
+    name = "compare"
+    outputs = frozenset({"stores", "cells", "table.md", "table.csv", "table.png", "vs_paper.md", "table.json",
+                         "compare.json"})
+    layer: str = "output"
+
+    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+              progress: bool) -> list[Cell]:
+        where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
+        stores = {k: where / "stores" / f"{k}.zarr" for k in ("train", "test")}
+        digests = plan_stores(cfg)
+        scene = cfg.get("scene", "causal3dident")
+        for key, path in stores.items():
+            render_store(cfg["stores"][key], scene, path, None, scheduler, progress)
+        _check_da_style_names(cfg, str(stores["test"]))
+        cells = []
+        for row in cfg["rows"]:
+            for s in cfg.get("seeds", [0]):
+                cell = where / "cells" / slug(row["name"]) / f"seed{s}"
+                claim_cell(cell, cell_settings(cfg, row, s, digests))
+                cells.append(Cell((row["name"], s), run_cell, (
+                    str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
+                    cfg.get("evaluate") or {}, cfg.get("da_style"))))
+        return cells
+
+    def tabulate(self, cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]],
+                 diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
+        layer = self.layer
+        if not reports:
+            raise UserError("every cell diverged (" + "; ".join(f"{n} seed {s}: {why}"
+                                                               for (n, s), why in diverged.items())
+                            + "); lower train.lr and run the command again")
+        table = aggregate(cfg, reports, layer)
+        counts = seed_counts(cfg, reports)
+        md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts)
+        if diverged:
+            md += "\n\n" + diverged_note(diverged)
+        summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts,
+                   "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
+        top = ceiling_name(cfg)
+        if top in table and len(table) > 1:
+            summary["ceiling"] = top
+            summary["fraction_of_ceiling"] = ceiling_fractions(table, top)
+            md += "\n\n## Fraction of the supervised ceiling\n\n" + fraction_markdown(
+                summary["fraction_of_ceiling"], table[top])
+        files = write_tables(out, {"table.md": md + "\n", "vs_paper.md": side_by_side(cfg, table) + "\n",
+                                   "table.json": json.dumps(summary, indent=2) + "\n",
+                                   "table.csv": lambda p: write_csv(table, p, counts)})
+        files["table.png"] = out / "table.png"
+        heatmap(table, files["table.png"], f"{cfg.get('name', 'compare')}: {layer} layer, mean over seeds")
+        names = {"markdown": "table.md", "csv": "table.csv", "heatmap": "table.png", "paper": "vs_paper.md",
+                 "json": "table.json"}
+        return {"table": table, "markdown": md, "files": {k: str(files[v]) for k, v in names.items()}}
+
+
 def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
                 layer: str = "output", progress: bool = False) -> dict[str, Any]:
     """The whole grid; returns {"table", "markdown", "files"}. ``progress``: say what renders and trains, with
     the render and training progress bars and the training run-time estimate."""
-    check_output_dir(out)
-    where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
-    stores = {k: where / "stores" / f"{k}.zarr" for k in ("train", "test")}
-    digests = plan_stores(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    scene = cfg.get("scene", "causal3dident")
-    for key, path in stores.items():
-        render_store(cfg["stores"][key], scene, path, None, scheduler, progress)
-    _check_da_style_names(cfg, str(stores["test"]))
-    cells = []
-    for row in cfg["rows"]:
-        for s in cfg.get("seeds", [0]):
-            cell = where / "cells" / _slug(row["name"]) / f"seed{s}"
-            claim_cell(cell, cell_settings(cfg, row, s, digests))
-            cells.append(Cell((row["name"], s), run_cell, (
-                str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
-                cfg.get("evaluate") or {}, cfg.get("da_style"))))
-
-    results = run_cells(cells, workers, scheduler, serial=lambda cell, i, n: cell.fn(*cell.args, progress),
-                        say=lambda text: print(text, flush=True), progress=progress)
-    reports, diverged = split_diverged(results)
-    if not reports:
-        raise UserError("every cell diverged (" + "; ".join(f"{n} seed {s}: {why}" for (n, s), why in diverged.items())
-                        + "); lower train.lr and run the command again")
-    table = aggregate(cfg, reports, layer)
-    counts = seed_counts(cfg, reports)
-    md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts)
-    if diverged:
-        md += "\n\n" + diverged_note(diverged)
-    summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts,
-               "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
-    top = ceiling_name(cfg)
-    if top in table and len(table) > 1:
-        summary["ceiling"] = top
-        summary["fraction_of_ceiling"] = ceiling_fractions(table, top)
-        md += "\n\n## Fraction of the supervised ceiling\n\n" + fraction_markdown(summary["fraction_of_ceiling"],
-                                                                                 table[top])
-    files = {"markdown": out / "table.md", "csv": out / "table.csv", "heatmap": out / "table.png",
-             "paper": out / "vs_paper.md", "json": out / "table.json"}
-    files["markdown"].write_text(md + "\n")
-    files["paper"].write_text(side_by_side(cfg, table) + "\n")
-    files["json"].write_text(json.dumps(summary, indent=2) + "\n")
-    write_csv(table, files["csv"], counts)
-    heatmap(table, files["heatmap"], f"{cfg.get('name', 'compare')}: {layer} layer, mean over seeds")
-    return {"table": table, "markdown": md, "files": {k: str(v) for k, v in files.items()}}
+    return run_experiment(Compare(layer=layer), cfg, out, workers, scheduler, progress)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -9,25 +9,28 @@ import argparse
 import csv
 import json
 import math
-import re
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from causal.errors import UserError
-from pipelines.cells import Cell, claim_cell, matches, run_cells, run_settings
+from pipelines.cells import Cell, claim_cell, matches, run_settings
+from pipelines.experiment import (
+    ExperimentKind,
+    check_eval,
+    check_seeds,
+    over_seeds,
+    run_experiment,
+    slug,
+    write_tables,
+)
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 TOP_KEYS = {"name", "description", "paper", "train", "evaluate", "seeds", "rows"}
 ROW_KEYS = {"name", "source", "hp", "train", "expect", "note"}
 EVAL_DEFAULTS = {"n_fit": 10000, "n_score": 10000, "kernel": False}  # held-out draws to fit and score on
-MIN_EVAL_ROWS = 10  # fewer draws cannot be cross-validated (kernel ridge) or scored
 EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
-MARKER = "synthetic.json"  # in --out: which experiment the folder holds
-OUTPUTS = {"cells", "figures", "table.md", "table.csv", "table.json", MARKER}  # what a synthetic output holds
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -48,9 +51,7 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
             raise UserError(f"{head}: {key} must be text, got {value!r}")
     if not isinstance(cfg["rows"], list) or not cfg["rows"]:
         raise UserError(f"{head}: rows must be a non-empty list of {{name, source, hp, ...}}")
-    seeds = cfg.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(_whole(s) and s >= 0 for s in seeds):
-        raise UserError(f"{head}: seeds must be a list of whole numbers >= 0, got {seeds!r}")
+    check_seeds(cfg.get("seeds", [0]), head)
     if not isinstance(cfg.get("train") or {}, dict):
         raise UserError(f"{head}: train must be a mapping of training settings (objective, encoder, steps, ...)")
     eval_settings(cfg, head)
@@ -82,23 +83,9 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
     return cfg
 
 
-def _whole(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
     """The config's evaluation settings with defaults filled in, checked (``head`` starts an error's line)."""
-    ev = cfg.get("evaluate") or {}
-    if not isinstance(ev, dict) or set(ev) - set(EVAL_DEFAULTS):
-        raise UserError(f"{head}: evaluate takes {', '.join(sorted(EVAL_DEFAULTS))}, got {ev!r}")
-    out = {**EVAL_DEFAULTS, **ev}
-    for key in ("n_fit", "n_score"):
-        if not _whole(out[key]) or out[key] < MIN_EVAL_ROWS:
-            raise UserError(f"{head}: evaluate.{key} must be a whole number >= {MIN_EVAL_ROWS} (held-out draws), "
-                            f"got {out[key]!r}")
-    if not isinstance(out["kernel"], bool):
-        raise UserError(f"{head}: evaluate.kernel must be true or false, got {out['kernel']!r}")
-    return out
+    return check_eval(cfg, EVAL_DEFAULTS, "held-out draws", head)
 
 
 def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None, device: str) -> Any:
@@ -125,11 +112,6 @@ def check_cell(tc: Any) -> None:
     check_numbers(tc, flag=lambda key: f"train.{key}")
     small = replace(tc, batch_size=2, device="cpu")
     build_synthetic_run(small, device="cpu")
-
-
-def slug(text: str) -> str:
-    """A folder name for a row."""
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
 def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None) -> dict[str, Any]:
@@ -169,35 +151,6 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     return scores
 
 
-def check_out(out: Path, name: str) -> None:
-    """``out`` is new, empty, or the output of the experiment ``name`` (its marker, or, from before markers, only
-    what a synthetic output holds); anything else (a training run, another experiment) is refused, untouched."""
-    if not out.is_dir() or not any(out.iterdir()):
-        return
-    held = _experiment(out)
-    if held == name:
-        return
-    if held is not None:
-        raise UserError(f"{out} holds the synthetic experiment {held!r}, not {name!r}; choose another --out")
-    entries = sorted(p.name for p in out.iterdir())
-    if (out / MARKER).exists() or not set(entries) <= OUTPUTS:
-        raise UserError(f"{out} is not empty and not an ident3d synthetic output (it holds "
-                        f"{', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}); choose a new or empty "
-                        "folder for --out")
-
-
-def _experiment(out: Path) -> str | None:
-    """The name of the experiment ``out`` holds: from its marker, or the table of an output made before markers."""
-    for path in (out / MARKER, out / "table.json"):
-        try:
-            name = json.loads(path.read_text()).get("name")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(name, str):
-            return name
-    return None
-
-
 def table_metrics(results: dict[tuple[str, int], dict[str, float]]) -> list[str]:
     """The table's columns: the headline metrics every cell has, then per-group ones, then training time."""
     scored = [set(r) for r in results.values() if "diverged" not in r]
@@ -218,13 +171,12 @@ def aggregate(cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, floa
         diverged = {s: r["diverged"] for s, r in done if "diverged" in r}
         stats = {}
         for c in cols:
-            vals = np.array([r.get(c, np.nan) for r in cells], float)
-            stats[c] = {"mean": float(np.nanmean(vals)) if len(vals) else math.nan,
-                        "std": float(np.nanstd(vals)) if len(vals) > 1 else math.nan, "n": int(len(vals))}
+            mean, std, n = over_seeds([r.get(c, math.nan) for r in cells])
+            stats[c] = {"mean": mean, "std": std if n > 1 else math.nan, "n": n}
         expect = row.get("expect") or {}
         met = None
         if expect and cells and all(m in r for m in expect for r in cells):  # not scored: no verdict
-            mean = {m: float(np.mean([r[m] for r in cells])) for m in expect}
+            mean = {m: over_seeds([r[m] for r in cells])[0] for m in expect}
             met = all(EXPECT_OPS[op](mean[m], t) for m, rule in expect.items() for op, t in rule.items())
         table["rows"][row["name"]] = {"stats": stats, "expect": expect, "met": met, "note": row.get("note", ""),
                                       "diverged": diverged}
@@ -319,6 +271,64 @@ def spectrum_figure(cell: Path, path: Path, title: str, n: int = 5000) -> None:
     plt.close(fig)
 
 
+@dataclass
+class Synthetic(ExperimentKind):
+    """The synthetic experiment kind: one cell per (row, seed), a trainer run on the row's synthetic source scored
+    on held-out draws; the table holds mean +- std over seeds next to what the paper predicts, with figures."""
+
+    name = "synthetic"
+    outputs = frozenset({"cells", "figures", "table.md", "table.csv", "table.json", "synthetic.json"})
+    steps: int | None = None  # training steps per cell (None: the config's)
+    device: str = "cpu"
+    rows: list[str] | None = None  # run only these rows (names or slugs); others join the table if already done
+    figures: bool = True
+
+    def wanted(self, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+        """The config's rows to run: all, or those named by ``rows``."""
+        if not self.rows:
+            return cfg["rows"]
+        wanted = [r for r in cfg["rows"] if r["name"] in self.rows or slug(r["name"]) in self.rows]
+        if len(wanted) != len(self.rows):
+            raise UserError(f"--rows: no row named {sorted(set(self.rows) - {r['name'] for r in wanted})[0]!r}; "
+                            f"rows: {', '.join(slug(r['name']) for r in cfg['rows'])}")
+        return wanted
+
+    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+              progress: bool) -> list[Cell]:
+        return [Cell((row["name"], s), run_cell, (cfg, row, s, cell_dir(out, row, s), self.steps, self.device))
+                for row in self.wanted(cfg) for s in cfg.get("seeds", [0])]
+
+    def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
+                 diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
+        results = {**results, **{key: {"diverged": why} for key, why in diverged.items()}}
+        for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
+            for s in cfg.get("seeds", [0]):
+                cell = cell_dir(out, row, s)
+                if ((row["name"], s) not in results and (cell / "scores.json").exists()
+                        and matches(cell, cell_settings(cfg, row, s, self.steps))):
+                    results[(row["name"], s)] = json.loads((cell / "scores.json").read_text())
+        table = aggregate(cfg, results)
+        table["seeds"] = cfg.get("seeds", [0])
+        write_tables(out, {"table.json": json.dumps(table, indent=1) + "\n",
+                           "table.md": f"# {cfg['name']}\n\n{cfg.get('description', '')}\n\n"
+                                       + markdown(table, table["seeds"]),
+                           "table.csv": lambda p: write_csv(table, p)})
+        if self.figures:
+            (out / "figures").mkdir(exist_ok=True)
+            s0 = table["seeds"][0]
+            for row in (r for r in self.wanted(cfg) if "diverged" not in results[(r["name"], s0)]):
+                cell, name = cell_dir(out, row, s0), slug(row["name"])
+                scatter_figure(cell, out / "figures" / f"{name}.png", f"{row['name']} (seed {s0})")
+                if "top_corr" in results[(row["name"], s0)]:
+                    spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row['name']} (seed {s0})")
+        return table
+
+
+def cell_dir(out: Path, row: dict[str, Any], seed: int) -> Path:
+    """Where the cell of (row, seed) lives."""
+    return out / "cells" / slug(row["name"]) / f"seed_{seed}"
+
+
 def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,
                   device: str = "auto", rows: list[str] | None = None, progress: bool = True,
                   figures: bool = True, workers: int = 1, scheduler: str | None = None) -> dict[str, Any]:
@@ -327,58 +337,11 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     Ctrl-C stops with a KeyboardInterrupt whose message says where it stopped and how to resume."""
     from training.trainer import pick_device
 
-    device = pick_device(device).type
     if seeds is not None:
         cfg = {**cfg, "seeds": seeds}
-    wanted = cfg["rows"] if not rows else [r for r in cfg["rows"] if r["name"] in rows or slug(r["name"]) in rows]
-    if rows and len(wanted) != len(rows):
-        raise UserError(f"--rows: no row named {sorted(set(rows) - {r['name'] for r in wanted})[0]!r}; "
-                        f"rows: {', '.join(slug(r['name']) for r in cfg['rows'])}")
-    check_out(out, cfg["name"])
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / MARKER, lambda p: p.write_text(json.dumps({"name": cfg["name"]}) + "\n"))
-    cells = [Cell((row["name"], s), run_cell, (cfg, row, s, out / "cells" / slug(row["name"]) / f"seed_{s}", steps,
-                                               device))
-             for row in wanted for s in cfg.get("seeds", [0])]
-
-    results = run_cells(cells, workers, scheduler, serial=lambda cell, i, n: _run_or_say_where(cell, progress, i, n),
-                        say=lambda text: print(text, flush=True), progress=progress)
-    for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
-        for s in cfg.get("seeds", [0]):
-            cell = out / "cells" / slug(row["name"]) / f"seed_{s}"
-            if ((row["name"], s) not in results and (cell / "scores.json").exists()
-                    and matches(cell, cell_settings(cfg, row, s, steps))):
-                results[(row["name"], s)] = json.loads((cell / "scores.json").read_text())
-    table = aggregate(cfg, results)
-    table["seeds"] = cfg.get("seeds", [0])
-    write_atomic(out / "table.json", lambda p: p.write_text(json.dumps(table, indent=1) + "\n"))
-    write_atomic(out / "table.md", lambda p: p.write_text(f"# {cfg['name']}\n\n{cfg.get('description', '')}\n\n"
-                                                          + markdown(table, table["seeds"])))
-    write_csv(table, out / "table.csv")
-    if figures:
-        (out / "figures").mkdir(exist_ok=True)
-        s0 = table["seeds"][0]
-        for row in (r for r in wanted if "diverged" not in results[(r["name"], s0)]):
-            cell, name = out / "cells" / slug(row["name"]) / f"seed_{s0}", slug(row["name"])
-            scatter_figure(cell, out / "figures" / f"{name}.png", f"{row['name']} (seed {s0})")
-            if "top_corr" in results[(row["name"], s0)]:
-                spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row['name']} (seed {s0})")
-    return table
-
-
-def _run_or_say_where(cell: Cell, progress: bool, i: int, n: int) -> dict[str, Any]:
-    """``run_cell`` for cell i of n; Ctrl-C becomes a KeyboardInterrupt that says where it stopped and how to go on."""
-    from training.trainer import TrainingInterrupted
-
-    where = f"cell {cell.key[0]!r} seed {cell.key[1]}"
-    resume = f"{i} of {n} cells done; re-run the same command to resume"
-    try:
-        return cell.fn(*cell.args, progress)
-    except TrainingInterrupted as stop:
-        kept = f"its checkpoint of step {stop.checkpoint} is kept" if stop.checkpoint else "no checkpoint yet"
-        raise KeyboardInterrupt(f"interrupted in {where} at step {stop.step}; {kept}; {resume}") from None
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"interrupted while scoring {where} (its training is kept); {resume}") from None
+    kind = Synthetic(steps=steps, device=pick_device(device).type, rows=rows, figures=figures)
+    kind.wanted(cfg)  # an unknown --rows name is refused before the folder is touched
+    return run_experiment(kind, cfg, out, workers, scheduler, progress)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,163 @@
+"""The experiment engine: every experiment kind (``compare``, ``synthetic``, ``scaling``) is a small class that says
+which cells its config has and how their results become tables; the engine owns the rest, once for all kinds: the
+output folder (which experiment it holds), the cells (``pipelines.cells``: keyed by their settings, run one after
+another or on a Dask cluster), what Ctrl-C says, the divergence policy, the per-row statistics over seeds and the
+atomic writing of the tables.
+
+To add a kind: subclass ``ExperimentKind`` in one module of ``pipelines/`` (its config checks, ``cells`` and
+``tabulate``), and give it a subcommand that calls ``run_experiment`` (docs/extending.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from causal.errors import UserError
+from pipelines.cells import Cell, run_cells, split_diverged
+from pipelines.files import check_output_dir, write_atomic
+
+MIN_EVAL_ROWS = 10  # fewer rows cannot be cross-validated (kernel ridge) or scored
+
+
+class ExperimentKind(ABC):
+    """One kind of experiment: its cells and its tables (the engine, ``run_experiment``, does everything else)."""
+
+    name: ClassVar[str]  # the subcommand, and the marker file ``NAME.json`` in its output folder
+    outputs: ClassVar[frozenset[str]]  # what its output folder holds (older outputs without a marker are these)
+
+    @abstractmethod
+    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+              progress: bool) -> list[Cell]:
+        """Prepare what the cells share (e.g. render the stores), claim every cell's folder for its settings
+        (``pipelines.cells.claim_cell``) and return the cells to run, each a call ``fn(*args, progress)``."""
+
+    @abstractmethod
+    def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
+                 diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
+        """Write the tables of the finished cells (``diverged``: the cells left out, to be named) under ``out``."""
+
+    def marker(self, out: Path) -> Path:
+        return out / f"{self.name}.json"
+
+
+def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers: int = 1,
+                   scheduler: str | None = None, progress: bool = False) -> dict[str, Any]:
+    """Run (or resume) every cell of ``cfg`` and write its tables under ``out``: the one path of every experiment.
+    ``out`` must be new, empty, or this experiment's own output; cells run one after another (``workers`` 1), on a
+    local cluster of ``workers`` single-thread processes, or on the cluster at ``scheduler``. A diverged cell is
+    named in the tables and left out; Ctrl-C stops with a message that says where and how to resume."""
+    check_output_dir(out)
+    name = str(cfg.get("name") or kind.name)
+    claim_output(kind, out, name)
+    cells = kind.cells(cfg, out, workers, scheduler, progress)
+    results = run_cells(cells, workers, scheduler, serial=lambda cell, i, n: _run_or_say_where(cell, progress, i, n),
+                        say=lambda text: print(text, flush=True), progress=progress)
+    finished, diverged = split_diverged(results)
+    return kind.tabulate(cfg, finished, diverged, out)
+
+
+def claim_output(kind: ExperimentKind, out: Path, name: str) -> None:
+    """Make ``out`` the output of the experiment ``name`` of ``kind`` (its marker file): a new or empty folder, or
+    one that already holds it; another experiment's output or any other folder is refused, untouched."""
+    if out.is_dir() and any(out.iterdir()):
+        held = held_experiment(kind, out)
+        if held is not None and held != name:
+            raise UserError(f"{out} holds the {kind.name} experiment {held!r}, not {name!r}; choose another --out")
+        entries = sorted(p.name for p in out.iterdir())
+        if held is None and (kind.marker(out).exists() or not set(entries) <= kind.outputs):
+            raise UserError(f"{out} is not empty and not an ident3d {kind.name} output (it holds "
+                            f"{', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}); choose a new or empty "
+                            "folder for --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(kind.marker(out), lambda p: p.write_text(json.dumps({"name": name}) + "\n"))
+
+
+def held_experiment(kind: ExperimentKind, out: Path) -> str | None:
+    """The name of the experiment ``out`` holds: from its marker, or the table of an output made before markers."""
+    for path in (kind.marker(out), out / "table.json"):
+        try:
+            name = json.loads(path.read_text()).get("name")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(name, str):
+            return name
+    return None
+
+
+def _run_or_say_where(cell: Cell, progress: bool, i: int, n: int) -> dict[str, Any]:
+    """A cell run in this process (cell i of n); Ctrl-C becomes a KeyboardInterrupt that says where it stopped
+    and how to go on."""
+    from training.trainer import TrainingInterrupted
+
+    where = f"cell {cell.key[0]!r} seed {cell.key[1]}"
+    resume = f"{i} of {n} cells done; re-run the same command to resume"
+    try:
+        return cell.fn(*cell.args, progress)
+    except TrainingInterrupted as stop:
+        kept = f"its checkpoint of step {stop.checkpoint} is kept" if stop.checkpoint else "no checkpoint yet"
+        raise KeyboardInterrupt(f"interrupted in {where} at step {stop.step}; {kept}; {resume}") from None
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted while scoring {where} (its training is kept); {resume}") from None
+
+
+# ----- what every kind's config and tables share ---------------------------------------------------------
+def slug(text: str) -> str:
+    """A folder name for a row."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def whole(x: Any) -> bool:
+    """A whole number (not a bool)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def check_seeds(seeds: Any, head: str) -> list[int]:
+    """A non-empty list of whole numbers >= 0, or one line starting with ``head``."""
+    if not isinstance(seeds, list) or not seeds or not all(whole(s) and s >= 0 for s in seeds):
+        raise UserError(f"{head}: seeds must be a list of whole numbers >= 0, e.g. [0, 1, 2], got {seeds!r}")
+    return seeds
+
+
+def check_eval(cfg: Mapping[str, Any], defaults: Mapping[str, Any], rows_are: str,
+                  head: str = "config") -> dict[str, Any]:
+    """The config's ``evaluate`` section with ``defaults`` filled in, checked: a whole-number setting counts rows
+    (``rows_are`` says which) and needs at least ``MIN_EVAL_ROWS``, a true/false one must be a bool."""
+    ev = cfg.get("evaluate") or {}
+    if not isinstance(ev, dict) or set(ev) - set(defaults):
+        raise UserError(f"{head}: evaluate takes {', '.join(sorted(defaults))}, got {ev!r}")
+    out = {**defaults, **ev}
+    for key, default in defaults.items():
+        if isinstance(default, bool):
+            if not isinstance(out[key], bool):
+                raise UserError(f"{head}: evaluate.{key} must be true or false, got {out[key]!r}")
+        elif not whole(out[key]) or out[key] < MIN_EVAL_ROWS:
+            raise UserError(f"{head}: evaluate.{key} must be a whole number >= {MIN_EVAL_ROWS} ({rows_are}), "
+                            f"got {out[key]!r}")
+    return out
+
+
+def over_seeds(values: Sequence[float]) -> tuple[float, float, int]:
+    """(mean, std, n) of one metric over a row's seeds: NaN values (a metric a cell lacks) are left out of the
+    mean and std; mean and std are NaN when no value is finite, std is 0 for a single value."""
+    arr = np.asarray(values, dtype=float)
+    if not np.isfinite(arr).any():
+        return math.nan, math.nan, len(arr)
+    return float(np.nanmean(arr)), float(np.nanstd(arr)), len(arr)
+
+
+def write_tables(out: Path, files: Mapping[str, str | Callable[[Path], object]]) -> dict[str, Path]:
+    """Write each named output under ``out`` atomically (text, or a function that writes the given path); a
+    reader never sees half a table."""
+    written = {}
+    for name, content in files.items():
+        path = out / name
+        write_atomic(path, (lambda p, text=content: p.write_text(text)) if isinstance(content, str) else content)
+        written[name] = path
+    return written

@@ -1,0 +1,361 @@
+"""``ident3d scaling``: how image results grow with images x resolution x steps. A scaling experiment is a list of
+compare configs (its points, smallest first); every point's cells run on the one cell engine as one pool, each point
+keeps its own compare output (stores, cells, tables), and the experiment adds the curves: per paper fact the value at
+each point, its fraction of the supervised ceiling, a verdict at the largest point and a labelled log-linear
+extrapolation of where the curve would reach the paper's value. A paper-001 experiment also writes paper 001's
+3DIdent table (per-latent R^2, MCC, fraction of the ceiling, NN snap distance) for every point."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causal.errors import UserError
+from evaluation.ceiling import CEILING_NAME, MATCH, verdict
+from pipelines.cells import Cell
+from pipelines.compare import Compare
+from pipelines.compare import load_config as load_compare
+from pipelines.experiment import ExperimentKind, claim_output, run_experiment, slug, write_tables
+from pipelines.files import check_output_dir, read_yaml_config, write_atomic
+
+TOP_KEYS = {"name", "description", "paper", "points"}
+PAPERS = ("000", "001")
+PAPER001_MEAN_R2 = 0.98  # paper 001, 3DIdent: mean linear R^2 of InfoNCE with NN positives (250k images, 224 px)
+PAPER000_ROWS = ("LT: change hues", "DA: crop (large) + colour distortion", "LT: change positions + hues")
+SEP = " / "  # a cell's key in the pool: "POINT / ROW"
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read and check a scaling config and every point's compare config (before anything renders)."""
+    return check_config(read_yaml_config(path, "configs/scaling/paper001.yaml"), str(path))
+
+
+def check_config(cfg: Any, where: str) -> dict[str, Any]:
+    """name, paper ("000" or "001") and points: a list of {config: compare config, out: its folder (optional)};
+    each point's compare config is loaded and checked; point names are unique."""
+    head = f"config {where}"
+    if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"name", "paper", "points"} <= set(cfg):
+        raise UserError(f"{head}: needs name, paper and points (allowed keys: {', '.join(sorted(TOP_KEYS))})")
+    if not isinstance(cfg["name"], str) or not cfg["name"].strip():
+        raise UserError(f"{head}: name must be text, got {cfg['name']!r}")
+    if str(cfg["paper"]).zfill(3) not in PAPERS:
+        raise UserError(f"{head}: paper must be one of {', '.join(PAPERS)} (whose facts the curves check), "
+                        f"got {cfg['paper']!r}")
+    points = cfg["points"]
+    if not isinstance(points, list) or not points:
+        raise UserError(f"{head}: points must be a non-empty list of {{config: a compare config, out: folder}}")
+    loaded, names = [], set()
+    for i, point in enumerate(points):
+        if not isinstance(point, dict) or set(point) - {"config", "out"} or "config" not in point:
+            raise UserError(f"{head}: points[{i}] must be {{config: PATH, out: PATH (optional)}}, got {point!r}")
+        try:
+            compare = load_compare(point["config"])
+        except UserError as exc:
+            raise UserError(f"{head}: points[{i}]: {exc}") from None
+        name = str(compare.get("name") or Path(point["config"]).stem)
+        if name in names:
+            raise UserError(f"{head}: points[{i}]: the point name {name!r} is used twice")
+        names.add(name)
+        loaded.append({"name": name, "config": str(point["config"]), "out": point.get("out"), "compare": compare})
+    return {**cfg, "paper": str(cfg["paper"]).zfill(3), "points": loaded}
+
+
+def point_out(out: Path, point: dict[str, Any]) -> Path:
+    """A point's compare output: its ``out`` if the config gives one, else ``OUT/points/NAME``."""
+    return Path(point["out"]) if point.get("out") else out / "points" / slug(point["name"])
+
+
+@dataclass
+class Scaling(ExperimentKind):
+    """The scaling kind: the cells of every point's compare grid in one pool, then each point's tables and the
+    curves over the points."""
+
+    name = "scaling"
+    outputs = frozenset({"points", "tables", "curves.json", "curves.png", "experiment.json"})
+    layer: str = "output"
+
+    def marker(self, out: Path) -> Path:
+        return out / "experiment.json"
+
+    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+              progress: bool) -> list[Cell]:
+        cells = []
+        for point in cfg["points"]:
+            where = point_out(out, point)
+            check_output_dir(where, f"points: {point['name']}: out")
+            claim_output(Compare(), where, str(point["compare"].get("name") or "compare"))
+            for cell in Compare(layer=self.layer).cells(point["compare"], where, workers, scheduler, progress):
+                cells.append(Cell((f"{point['name']}{SEP}{cell.key[0]}", cell.key[1]), cell.fn, cell.args))
+        return cells
+
+    def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
+                 diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
+        points = []
+        for point in cfg["points"]:
+            prefix = point["name"] + SEP
+            mine = {(k[len(prefix):], s): r for (k, s), r in results.items() if k.startswith(prefix)}
+            lost = {(k[len(prefix):], s): r for (k, s), r in diverged.items() if k.startswith(prefix)}
+            where = point_out(out, point)
+            Compare(layer=self.layer).tabulate(point["compare"], mine, lost, where)
+            points.append((point, where))
+        curves: dict[str, Any] = {"name": cfg["name"], "paper": cfg["paper"], "match": MATCH}
+        files: dict[str, Any] = {}
+        if cfg["paper"] == "001":
+            data = paper001_points(points, self.layer)
+            curves["paper001"] = {**data, "facts": paper001_facts(data)}
+            for p in data["points"]:
+                files[f"tables/{slug(p['name'])}.md"] = p.pop("markdown") + "\n"
+        else:
+            data = paper000_points(points)
+            curves["paper000"] = {**data, "facts": paper000_facts(data)}
+        (out / "tables").mkdir(exist_ok=True)
+        write_tables(out, {**files, "curves.json": json.dumps(curves, indent=2) + "\n"})
+        figure(curves.get("paper001"), curves.get("paper000"), out / "curves.png")
+        return curves
+
+
+def run_scaling(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
+                layer: str = "output", progress: bool = False) -> dict[str, Any]:
+    """Run (or resume) every point's grid and write the points' tables and the curves; returns the curves."""
+    return run_experiment(Scaling(layer=layer), cfg, out, workers, scheduler, progress)
+
+
+# ----- the points' numbers -------------------------------------------------------------------------------
+def scale_of(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A point's scale: training images, resolution, steps, batch and the pixels the encoder saw (the x axis)."""
+    store, train = cfg["stores"]["train"], cfg["train"]
+    n, px, steps, batch = store["n"], store["resolution"], train["steps"], train["batch_size"]
+    return {"images": n, "resolution": px, "steps": steps, "batch_size": batch, "seeds": len(cfg.get("seeds", [0])),
+            "pixels_seen": steps * batch * px * px, "label": f"{n / 1024:g}k img / {px} px / {steps} steps"}
+
+
+def trend(xs: list[float], ys: list[float], target: float) -> dict[str, Any]:
+    """Least-squares line of score against log10(pixels seen); where it rises towards ``target`` (or falls towards
+    it), the pixels seen at which the line reaches it and that as a multiple of the largest point (extrapolation)."""
+    x = np.log10(np.asarray(xs, dtype=float))
+    slope, icept = np.polyfit(x, np.asarray(ys, dtype=float), 1)
+    out: dict[str, Any] = {"slope_per_decade": float(slope)}
+    gap = target - ys[-1]
+    if abs(gap) <= MATCH:
+        out["reaches_paper"] = f"already within {MATCH}"
+    elif slope != 0 and np.sign(slope) == np.sign(gap):
+        at = 10 ** ((target - icept) / slope)
+        out["reaches_paper"] = "extrapolation"
+        out["times_largest"] = float(at / xs[-1])
+    else:
+        out["reaches_paper"] = "not on this trend"
+    return out
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def cell_scores(cell: Path, layer: str = "output") -> dict[str, Any]:
+    """Per-latent linear R^2, their mean, MCC and (NN rows) the mean logged snap distance of one compare cell."""
+    rep = json.loads((cell / "report.json").read_text())["layers"][layer]
+    r2 = rep["r2_linear"]
+    snaps = [r["views/snap_distance"] for r in _json_lines(cell / "metrics.jsonl") if "views/snap_distance" in r]
+    return {"r2": r2, "mean": statistics.fmean(r2.values()), "mcc": rep["mcc_pearson_out_of_sample"],
+            "snap": statistics.fmean(snaps) if snaps else None}
+
+
+def _ms(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+
+
+def paper001_table(out: Path, layer: str = "output") -> tuple[str, dict[str, Any]]:
+    """Paper 001's 3DIdent table of one compare output (its cells are cells/ROW/seedN): markdown and numbers."""
+    rows = {}
+    for row in sorted((out / "cells").iterdir()):
+        cells = [cell_scores(c, layer) for c in sorted(row.glob("seed*"))
+                 if (c / "report.json").exists() and c.name[4:].isdigit()]
+        if cells:
+            rows[row.name] = cells
+    if not rows:
+        raise UserError(f"{out} has no finished cells to tabulate")
+    names = list(next(iter(rows.values()))[0]["r2"])
+    ceiling = next((k for k in rows if k.startswith("supervised")), None)
+    top = statistics.fmean(c["mean"] for c in rows[ceiling]) if ceiling else None
+    head = ["row", "seeds", *names, "mean R^2", "MCC", "x ceiling", "snap distance"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    summary = {}
+    for name, cells in rows.items():
+        mean = [c["mean"] for c in cells]
+        snaps = [c["snap"] for c in cells if c["snap"] is not None]
+        summary[name] = {"n_seeds": len(cells), "mean_r2": statistics.fmean(mean),
+                         "mcc": statistics.fmean(c["mcc"] for c in cells),
+                         "r2": {k: statistics.fmean(c["r2"][k] for c in cells) for k in names},
+                         "fraction_of_ceiling": statistics.fmean(mean) / top if top else None,
+                         "snap_distance": statistics.fmean(snaps) if snaps else None}
+        lines.append("| " + " | ".join([name, str(len(cells)), *(_ms([c["r2"][k] for c in cells]) for k in names),
+                                        _ms(mean), _ms([c["mcc"] for c in cells]),
+                                        f"{summary[name]['fraction_of_ceiling']:.2f}" if top else "-",
+                                        f"{statistics.fmean(snaps):.3f}" if snaps else "-"]) + " |")
+    note = (f"\n\nlinear R^2 per latent on held-out images (mean ± std over seeds); MCC: out-of-sample Pearson; "
+            f"x ceiling: the row's mean R^2 over the supervised ceiling's; snap distance: mean L2 distance in latent "
+            f"space between the drawn z~ and the stored latents it was snapped to (NN positives only; exact "
+            f"positives have none). The paper's figure (quoted, 250k images at 224 px, ResNet-18, 30k steps): mean "
+            f"linear R^2 about {PAPER001_MEAN_R2}.")
+    return "\n".join(lines) + note, summary
+
+
+def paper001_points(points: list[tuple[dict[str, Any], Path]], layer: str = "output") -> dict[str, Any]:
+    """Per point, each row's mean linear R^2, per-latent R^2, MCC, fraction of the ceiling and snap distance (and
+    the point's paper-001 table as markdown)."""
+    out = []
+    for point, where in points:
+        md, rows = paper001_table(where, layer)
+        out.append({"name": point["name"], "config": point["config"], "run": str(where),
+                    "scale": scale_of(point["compare"]), "rows": rows, "markdown": md})
+    return {"points": out}
+
+
+def paper000_points(points: list[tuple[dict[str, Any], Path]]) -> dict[str, Any]:
+    """Per point, the three rows' and the ceiling's column means (compare's table.json) and the paper's values."""
+    out, paper = [], {}
+    for point, where in points:
+        cfg = point["compare"]
+        summary = json.loads((where / "table.json").read_text())
+        rows = {name: {c: v[0] for c, v in summary["table"][name].items()}
+                for name in (*PAPER000_ROWS, CEILING_NAME) if name in summary["table"]}
+        paper.update({r["name"]: dict(zip(summary["columns"], r["paper"], strict=True))
+                      for r in cfg["rows"] if r["name"] in PAPER000_ROWS and r.get("paper")})
+        out.append({"name": point["name"], "config": point["config"], "run": str(where), "scale": scale_of(cfg),
+                    "columns": summary["columns"], "rows": rows})
+    return {"points": out, "paper": paper}
+
+
+def paper000_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each paper-000 cell of the three rows at the largest point: ours, paper's, the ceiling, compare's verdict
+    (=, +, bounded, open) and the trend over the points."""
+    pts = data["points"]
+    last = pts[-1]
+    xs = [p["scale"]["pixels_seen"] for p in pts]
+    facts = []
+    for row, cols in data["paper"].items():
+        for col, want in cols.items():
+            ys = [p["rows"][row][col] for p in pts if row in p["rows"]]
+            top = last["rows"].get(CEILING_NAME, {}).get(col)
+            facts.append({"row": row, "column": col, "paper": want, "ours": ys[-1], "ceiling": top,
+                          "verdict": verdict(ys[-1], want, top), "curve": ys,
+                          **({"trend": trend(xs, ys, want)} if len(ys) == len(xs) >= 3 else {})})
+    return facts
+
+
+def paper001_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Paper 001's mean linear R^2 claim (0.98) per row at the largest point, and issue 21's goal for exact
+    positives (>= 0.90 and >= 0.95 x the ceiling)."""
+    pts = data["points"]
+    xs = [p["scale"]["pixels_seen"] for p in pts]
+    ceiling = next((k for k in pts[-1]["rows"] if k.startswith("supervised")), None)
+    top = pts[-1]["rows"][ceiling]["mean_r2"] if ceiling else None
+    facts = []
+    for row in pts[-1]["rows"]:
+        if row == ceiling:
+            continue
+        ys = [p["rows"][row]["mean_r2"] for p in pts if row in p["rows"]]
+        fact = {"row": row, "paper": PAPER001_MEAN_R2, "ours": ys[-1], "ceiling": top,
+                "fraction_of_ceiling": ys[-1] / top if top else None,
+                "verdict": verdict(ys[-1], PAPER001_MEAN_R2, top), "curve": ys,
+                **({"trend": trend(xs, ys, PAPER001_MEAN_R2)} if len(ys) == len(xs) >= 3 else {})}
+        if "exact" in row:
+            fact["goal_met"] = bool(ys[-1] >= 0.90 and top and ys[-1] >= 0.95 * top)
+        facts.append(fact)
+    return facts
+
+
+def figure(p001: dict[str, Any] | None, p000: dict[str, Any] | None, path: Path) -> None:
+    """Scores and fractions of the ceiling against pixels seen (log axis), one panel per row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    panels = (1 if p001 else 0) + (len(PAPER000_ROWS) + 1 if p000 else 0)
+    fig, axes = plt.subplots(2, panels, figsize=(3.6 * panels, 6.4), squeeze=False)
+    k = 0
+    if p001:
+        xs = [p["scale"]["pixels_seen"] for p in p001["points"]]
+        ax, fx = axes[0][k], axes[1][k]
+        for row in p001["points"][-1]["rows"]:
+            ys = [p["rows"].get(row, {}).get("mean_r2", math.nan) for p in p001["points"]]
+            ax.plot(xs, ys, "o-", label=row[:38])
+            fr = [p["rows"].get(row, {}).get("fraction_of_ceiling") or math.nan for p in p001["points"]]
+            if not row.startswith("supervised"):
+                fx.plot(xs, fr, "o-", label=row[:38])
+        ax.axhline(PAPER001_MEAN_R2, ls="--", c="k", lw=0.8, label="paper 001 (250k, 224 px)")
+        ax.set_title("paper 001, 3DIdent: mean linear R^2", fontsize=9)
+        fx.set_title("paper 001: fraction of the ceiling", fontsize=9)
+        ax.legend(fontsize=6)
+        k += 1
+    if p000:
+        xs = [p["scale"]["pixels_seen"] for p in p000["points"]]
+        cols = p000["points"][-1]["columns"]
+        for row in (CEILING_NAME, *PAPER000_ROWS):
+            ax, fx = axes[0][k], axes[1][k]
+            for col in cols:
+                ys = [p["rows"].get(row, {}).get(col, math.nan) for p in p000["points"]]
+                line, = ax.plot(xs, ys, "o-", label=col, lw=1)
+                if row in p000["paper"]:
+                    ax.plot([xs[-1] * 1.6], [p000["paper"][row][col]], "_", c=line.get_color(), ms=12, mew=2)
+                    top = [p["rows"].get(CEILING_NAME, {}).get(col, math.nan) for p in p000["points"]]
+                    fx.plot(xs, [y / t if t > 0 else math.nan for y, t in zip(ys, top, strict=True)], "o-", lw=1,
+                            c=line.get_color())
+            ax.set_title(f"paper 000: {row}" + (" (dash: paper)" if row in p000["paper"] else ""), fontsize=8)
+            fx.set_title(f"{row}: fraction of the ceiling" if row in p000["paper"] else "", fontsize=8)
+            if row == CEILING_NAME:
+                ax.legend(fontsize=6)
+                fx.axis("off")
+            k += 1
+    for ax in axes.flat:
+        if ax.axison:
+            ax.set_xscale("log")
+            ax.set_xlabel("pixels seen (steps x batch x px^2)", fontsize=7)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_ylim(-0.1, 1.1) if ax in axes[0] else ax.set_ylim(-0.1, 1.3)
+    fig.tight_layout()
+    write_atomic(path, lambda p: fig.savefig(p, dpi=120, format="png"))
+    plt.close(fig)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "scaling", help="run a scaling experiment: several compare grids (its points) and the curves over them",
+        description="Run (or resume) every point of a scaling config (each a compare config: its stores, cells and "
+                    "tables in its own folder), on one cell engine, then write the curves of each paper fact over "
+                    "the points (curves.json, curves.png) and, for paper 001, its 3DIdent table per point.",
+        epilog="example:\n  ident3d scaling --config configs/scaling/paper001.yaml --out results/scaling/paper001",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="a scaling config (configs/scaling/paper000.yaml, paper001.yaml)")
+    p.add_argument("--out", required=True, help="folder for the curves, the tables and the points without an out")
+    p.add_argument("--workers", type=int, default=1, help="cells trained in parallel on a local cluster")
+    p.add_argument("--scheduler", metavar="ADDR", help="run cells (and rendering) on an existing Dask cluster")
+    p.add_argument("--layer", choices=("output", "inner"), default="output", help="representation to tabulate")
+    p.add_argument("--no-progress", action="store_true", help="no render/training progress bars or per-cell lines")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.workers <= 0:
+        raise UserError("--workers must be positive")
+    cfg = load_config(args.config)
+    out = check_output_dir(args.out)
+    curves = run_scaling(cfg, out, args.workers, args.scheduler, args.layer, progress=not args.no_progress)
+    facts = (curves.get("paper001") or curves.get("paper000") or {}).get("facts", [])
+    for f in facts:
+        col = f" / {f['column']}" if "column" in f else ""
+        print(f"{f['row']}{col}: ours {f['ours']:.2f}, paper {f['paper']:.2f}, {f['verdict'] or '-'}")
+    print(f"curves: {out / 'curves.json'}, {out / 'curves.png'}; tables: {out / 'tables'}")
+    return 0

@@ -1,0 +1,113 @@
+"""Every experiment kind runs on the one engine (``pipelines.experiment``): a finished cell is reused on a re-run, a
+cell whose settings changed is moved aside and run again, another experiment's folder is refused, and the scaling
+kind's curves are the numbers of its points' own compare outputs. Real bpy renders (16 px), real training."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+
+from causal.errors import UserError
+
+STORE = {"resolution": 16, "samples": 1, "seed": 0}
+TRAIN = {"objective": "infonce", "encoder": "cnn", "out_dim": 4, "steps": 3, "batch_size": 16, "lr": 1e-3}
+
+
+def compare_cfg(name: str, steps: int = 3) -> dict:
+    return {"name": name, "scene": "causal3dident", "seeds": [0],
+            "stores": {"train": {**STORE, "n": 32, "views": "hues:hues"}, "test": {**STORE, "n": 32, "seed": 1}},
+            "train": {**TRAIN, "steps": steps}, "evaluate": {"fit": 16, "score": 16, "kernel": False},
+            "rows": [{"name": "LT: change hues", "views": "lt_exact:hues"}]}
+
+
+def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
+    """Run a tiny experiment of ``kind`` (training ``steps`` steps per cell); returns its output and the files that
+    mark its cells finished."""
+    out = tmp / kind
+    if kind == "synthetic":
+        from pipelines.synthetic import check_config, run_synthetic
+
+        cfg = check_config({"name": "tiny", "seeds": [0], "evaluate": {"n_fit": 200, "n_score": 200},
+                            "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": steps,
+                                      "batch_size": 32},
+                            "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]},
+                           "test")
+        run_synthetic(cfg, out, device="cpu", progress=False, figures=False)
+        return out, [out / "cells/box/seed_0/scores.json"]
+    if kind == "compare":
+        from pipelines.compare import check_config, run_compare
+
+        run_compare(check_config(compare_cfg("tiny", steps), "test"), out)
+        return out, [out / f"cells/{row}/seed0/report.json" for row in ("lt_change_hues", "supervised_ceiling")]
+    from pipelines.scaling import load_config, run_scaling
+
+    points = []
+    for i, n_steps in enumerate((steps, steps + 1)):
+        path = tmp / f"point{i}.yaml"
+        path.write_text(yaml.safe_dump(compare_cfg(f"point{i}", n_steps)))
+        points.append({"config": str(path)})
+    (tmp / "scaling.yaml").write_text(yaml.safe_dump({"name": "tiny", "paper": "001", "points": points}))
+    run_scaling(load_config(tmp / "scaling.yaml"), out)
+    return out, [out / f"points/point{i}/cells/{row}/seed0/report.json"
+                 for i in (0, 1) for row in ("lt_change_hues", "supervised_ceiling")]
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "compare", "scaling"])
+def test_every_kind_reuses_finished_cells_and_reruns_a_stale_one(tmp_path, kind):
+    out, done = run_kind(kind, tmp_path, steps=3)
+    assert all(p.exists() for p in done)
+    stamps = [p.stat().st_mtime_ns for p in done]
+    assert (out / f"{'experiment' if kind == 'scaling' else kind}.json").exists()
+    run_kind(kind, tmp_path, steps=3)  # the same settings: nothing is trained or scored again
+    assert [p.stat().st_mtime_ns for p in done] == stamps
+    assert not list(out.rglob("*.stale-*"))
+    run_kind(kind, tmp_path, steps=4)  # one setting changed: every cell runs again, the old ones kept aside
+    assert all(p.exists() for p in done)
+    assert all(p.stat().st_mtime_ns != t for p, t in zip(done, stamps, strict=True))
+    aside = sorted(p.name for p in out.rglob("*.stale-1"))
+    assert len(aside) == len(done)
+    steps = [json.loads((p.parent / "config.json").read_text())["steps"] for p in done]
+    assert steps == ([4] if kind == "synthetic" else [4, 4] if kind == "compare" else [4, 4, 5, 5])
+
+
+def test_scaling_curves_are_the_points_own_numbers(tmp_path):
+    """curves.json holds, per point in config order, each row's mean linear R^2 as the mean over its cell's
+    report (not a copy of another point's), the scale read from the point's config, and a fact per SSL row."""
+    out, _ = run_kind("scaling", tmp_path, steps=3)
+    curves = json.loads((out / "curves.json").read_text())["paper001"]
+    assert [p["name"] for p in curves["points"]] == ["point0", "point1"]
+    assert [p["scale"]["steps"] for p in curves["points"]] == [3, 4]
+    for i, point in enumerate(curves["points"]):
+        report = json.loads((out / f"points/point{i}/cells/lt_change_hues/seed0/report.json").read_text())
+        r2 = report["layers"]["output"]["r2_linear"]
+        assert point["rows"]["lt_change_hues"]["mean_r2"] == pytest.approx(statistics.fmean(r2.values()))
+        compare = json.loads((out / f"points/point{i}/table.json").read_text())
+        assert set(compare["table"]) == {"LT: change hues", "supervised (ceiling)"}
+    a, b = (p["rows"]["lt_change_hues"]["mean_r2"] for p in curves["points"])
+    assert a != b  # two trainings of different lengths: the points are not one number copied
+    assert [f["row"] for f in curves["facts"]] == ["lt_change_hues"]
+    assert curves["facts"][0]["curve"] == [a, b]
+    assert (out / "tables/point0.md").read_text().startswith("| row | seeds |")
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "compare", "scaling"])
+def test_each_kind_refuses_another_experiments_output(tmp_path, kind):
+    from pipelines.compare import Compare
+    from pipelines.experiment import claim_output
+    from pipelines.scaling import Scaling
+    from pipelines.synthetic import Synthetic
+
+    k = {"synthetic": Synthetic(), "compare": Compare(), "scaling": Scaling()}[kind]
+    claim_output(k, tmp_path / "a", "first")
+    claim_output(k, tmp_path / "a", "first")  # its own output: accepted
+    with pytest.raises(UserError, match=f"holds the {kind} experiment 'first', not 'second'"):
+        claim_output(k, tmp_path / "a", "second")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=f"not an ident3d {kind} output"):
+        claim_output(k, tmp_path / "b", "first")
+    assert (tmp_path / "b" / "notes.txt").read_text() == "mine"
