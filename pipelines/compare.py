@@ -510,11 +510,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="a compare config (see configs/)")
     p.add_argument("--out", required=True, help="output folder (stores, cells, tables)")
+    add_grid_flags(p)
+    p.set_defaults(run=run)
+
+
+def add_grid_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of every command that runs compare grids (compare, scaling): where cells run, which layer is
+    tabulated, and whether progress is shown."""
     p.add_argument("--workers", type=int, default=1, help="cells trained in parallel on a local cluster")
     p.add_argument("--scheduler", metavar="ADDR", help="run cells (and rendering) on an existing Dask cluster")
     p.add_argument("--layer", choices=("output", "inner"), default="output", help="representation to tabulate")
     p.add_argument("--no-progress", action="store_true", help="no render/training progress bars or per-cell lines")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 from causal.errors import UserError
 from evaluation.ceiling import CEILING_NAME, MATCH, verdict
 from pipelines.cells import Cell
-from pipelines.compare import Compare
+from pipelines.compare import Compare, add_grid_flags
 from pipelines.compare import load_config as load_compare
 from pipelines.experiment import ExperimentKind, claim_output, run_experiment, slug, write_tables
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
@@ -154,15 +154,13 @@ def trend(xs: list[float], ys: list[float], target: float) -> dict[str, Any]:
     return out
 
 
-def _json_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
 def cell_scores(cell: Path, layer: str = "output") -> dict[str, Any]:
     """Per-latent linear R^2, their mean, MCC and (NN rows) the mean logged snap distance of one compare cell."""
+    from training.trainer import read_metrics
+
     rep = json.loads((cell / "report.json").read_text())["layers"][layer]
     r2 = rep["r2_linear"]
-    snaps = [r["views/snap_distance"] for r in _json_lines(cell / "metrics.jsonl") if "views/snap_distance" in r]
+    snaps = [r["views/snap_distance"] for r in read_metrics(cell) if "views/snap_distance" in r]
     return {"r2": r2, "mean": statistics.fmean(r2.values()), "mcc": rep["mcc_pearson_out_of_sample"],
             "snap": statistics.fmean(snaps) if snaps else None}
 
@@ -340,10 +338,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="a scaling config (configs/scaling/paper000.yaml, paper001.yaml)")
     p.add_argument("--out", required=True, help="folder for the curves, the tables and the points without an out")
-    p.add_argument("--workers", type=int, default=1, help="cells trained in parallel on a local cluster")
-    p.add_argument("--scheduler", metavar="ADDR", help="run cells (and rendering) on an existing Dask cluster")
-    p.add_argument("--layer", choices=("output", "inner"), default="output", help="representation to tabulate")
-    p.add_argument("--no-progress", action="store_true", help="no render/training progress bars or per-cell lines")
+    add_grid_flags(p)
     p.set_defaults(run=run)
 
 

@@ -127,7 +127,7 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     other cells go on; Ctrl-C checkpoints the step it stopped at (``training.trainer.TrainingInterrupted``)."""
     from evaluation.synthetic import evaluate_synthetic
     from training.run_dir import RunDir
-    from training.trainer import TrainingDiverged, train
+    from training.trainer import TrainingDiverged, read_metrics, train
 
     tc = train_config(cfg, row, seed, steps, device)
     claim_cell(cell, cell_settings(cfg, row, seed, steps))
@@ -144,7 +144,7 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
         return {"diverged": str(exc).split(";")[0]}
     ev = eval_settings(cfg)
     scores = evaluate_synthetic(cell, n_fit=ev["n_fit"], n_score=ev["n_score"], kernel=ev["kernel"], device=device)
-    rows = [json.loads(line) for line in (cell / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_metrics(cell)
     scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")  # all runs of the cell
     scores["final_loss"] = float(rows[-1].get("loss", float("nan"))) if rows else float("nan")
     write_atomic(done, lambda p: p.write_text(json.dumps(scores, indent=1) + "\n"))

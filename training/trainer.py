@@ -154,6 +154,12 @@ class MetricsLog:
             self._csv_row(r)
 
 
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows a run logged to metrics.jsonl (none without a log), as ``MetricsLog`` wrote them."""
+    path = Path(run_dir) / "metrics.jsonl"
+    return _json_lines(path.read_text()) if path.exists() else []
+
+
 def _json_lines(text: str) -> list[dict[str, Any]]:
     """The JSON rows of a metrics file; a line cut short by an interrupt is dropped, not an error."""
     rows = []
