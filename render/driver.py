@@ -255,7 +255,7 @@ def local_cluster(workers: int, threads: int) -> tuple[Any, Any]:
     (inherited across exec), so Ctrl-C reaches only the driver, which stops them and says how to resume instead
     of every worker printing a KeyboardInterrupt traceback. They start without Dask's default
     $MALLOC_TRIM_THRESHOLD_ (64 KiB): it makes glibc hand every freed tensor back to the kernel, and a torch
-    training step then ran 3x slower (12.8 s vs 37.6 s for 1,500 synthetic steps, mostly system time)."""
+    training cell then ran 1.8x slower at one thread (results/malloc_trim.json), mostly in system time."""
     import dask
     from dask.distributed import Client, LocalCluster
 
