@@ -11,7 +11,7 @@ from scipy.special import digamma, gammaln
 from torch import nn
 
 from training.objectives import OBJECTIVES, Objective
-from training.objectives.functional import cosine_momentum, kl_entropy
+from training.objectives.functional import SUBNORMAL_EXP, cosine_momentum, kl_entropy, row_logsumexp
 from training.objectives.generative import GenerativeObjective
 
 
@@ -168,6 +168,26 @@ def test_lp_infonce_matches_manual_computation(p):
 def lp_dist(u: list[float], v: list[float], p: float) -> float:
     """||u - v||_p^p of two plain float lists."""
     return sum(abs(a - b) ** p for a, b in zip(u, v, strict=True))
+
+
+def test_row_logsumexp_is_the_formula_and_torch_bit_for_bit():
+    """Rows spread over ~1000 nats (most weights subnormal, as paper 001's p-norm logits get) and narrow rows:
+    the value is log sum_j exp(x_ij) from plain floats and torch.logsumexp's bit for bit; the gradient is the
+    row's softmax, with weights under 1e-38 floored at exp(SUBNORMAL_EXP) instead of kept subnormal."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.cat([-1000.0 * torch.rand(3, 40, generator=gen), 5.0 * torch.randn(3, 40, generator=gen)])
+    x = x.requires_grad_()
+    out = row_logsumexp(x)
+    (out * torch.arange(1.0, 7.0)).sum().backward()
+    rows = x.detach().double().tolist()
+    plain = [max(r) + math.log(sum(math.exp(v - max(r)) for v in r)) for r in rows]
+    assert np.allclose(out.detach().numpy(), plain, rtol=1e-6, atol=0)
+    assert torch.equal(out, torch.logsumexp(x.detach(), dim=1))
+    scale = torch.arange(1.0, 7.0, dtype=torch.float64).unsqueeze(1)
+    softmax = torch.tensor([[math.exp(v - lse) for v in r] for r, lse in zip(rows, plain, strict=True)])
+    expected = scale * softmax.clamp_min(math.exp(SUBNORMAL_EXP))
+    assert torch.allclose(x.grad.double(), expected, rtol=1e-5, atol=0)
+    assert (softmax < 1e-38).sum() > 50  # the wide rows do reach the floored range
 
 
 def plain_rolled_lp_infonce(f1, f2, p: float, tau: float, simclr_compat: bool, alpha: float = 0.5) -> float:

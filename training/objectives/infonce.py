@@ -19,9 +19,7 @@ def nt_xent(za: torch.Tensor, zb: torch.Tensor, tau: float) -> tuple[torch.Tenso
     """
     b = za.shape[0]
     z = F.normalize(torch.cat([za, zb]), dim=1)
-    logits = z @ z.T / tau
-    self_mask = torch.eye(2 * b, dtype=torch.bool, device=z.device)
-    logits = logits.masked_fill(self_mask, float("-inf"))
+    logits = (z @ z.T / tau).fill_diagonal_(float("-inf"))  # in place: no (2B, 2B) mask, nor a second copy
     targets = torch.cat([torch.arange(b, 2 * b), torch.arange(0, b)]).to(z.device)
     pos_sim = (z[:b] * z[b:]).sum(dim=1).mean()
     return F.cross_entropy(logits, targets), pos_sim

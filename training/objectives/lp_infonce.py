@@ -20,7 +20,7 @@ from torch import nn
 
 from training.hparams import Positive, Unit
 from training.objectives.base import Objective
-from training.objectives.functional import global_two_views, lp_pow, lp_pow_matrix
+from training.objectives.functional import global_two_views, lp_pow, lp_pow_matrix, row_logsumexp
 from training.registry import OBJECTIVES
 
 CONDITIONAL_P = {"normal": 2, "laplace": 1}
@@ -77,9 +77,9 @@ def lp_infonce_rolled(
     pos = lp_pow(f1, f2, p)
     neg = lp_pow_matrix(f1, f3, p)
     if simclr_compat:
-        second = torch.logsumexp(torch.cat([-neg, -pos.unsqueeze(1)], dim=1) / tau, dim=1)
+        second = row_logsumexp(torch.cat([-neg, -pos.unsqueeze(1)], dim=1) / tau)
     else:
-        second = torch.logsumexp(-neg / tau, dim=1) - math.log(b)
+        second = row_logsumexp(-neg / tau) - math.log(b)
     loss = (2.0 * (alpha * pos / tau + (1.0 - alpha) * second)).mean()
     with torch.no_grad():  # undo the roll: column k of neg is anchor k - 1, so roll back to put self on the diagonal
         between = off_diagonal_mean(torch.roll(neg, shifts=-1, dims=1))
