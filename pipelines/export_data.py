@@ -1,10 +1,12 @@
 """``ident3d export``: the command-line skin over ``ingest.published.export_published`` (an ident3d store -> a
-folder in the published 3DIdent or Causal3DIdent layout)."""
+folder in the published 3DIdent or Causal3DIdent layout) and ``ingest.temporal_npz.export_temporal`` (a sequence
+store -> a Temporal Causal3DIdent .npz)."""
 
 from __future__ import annotations
 
 import argparse
 
+from ingest import temporal_npz
 from ingest.published import FORMATS, export_published
 from pipelines.files import check_output_dir
 from pipelines.flags import flag_names
@@ -19,14 +21,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "float32) and latents.npy (the same in scene units, by the scene's bindings); causal3dident "
                     "writes one images_K/, raw_latents_K.npy and latents_K.npy per class K. 3dident needs the 10 "
                     "3DIdent latents in order; causal3dident also needs classes. The folder appears only when it "
-                    "is complete.",
+                    "is complete. --format temporal_causal3dident writes a sequence store as one CITRIS split file "
+                    "(--out NAME.npz): its sequences joined into one chain, the step into each new sequence "
+                    "recorded as an intervention on every factor.",
         epilog="examples:\n"
                "  ident3d export stores/3di.zarr --format 3dident --out exports/3dident/trainset\n"
-               "  ident3d export stores/c3d.zarr --format causal3dident --out exports/causal3dident --overwrite",
+               "  ident3d export stores/c3d.zarr --format causal3dident --out exports/causal3dident --overwrite\n"
+               "  ident3d export stores/tc3d.zarr --format temporal_causal3dident --out exports/tc3d/train.npz",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("store", metavar="STORE", help="the store to export")
-    p.add_argument("--format", required=True, choices=FORMATS, help="the layout to write")
-    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty)")
+    p.add_argument("--format", required=True, choices=(*FORMATS, temporal_npz.FORMAT), help="the layout to write")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty); for "
+                                                              f"{temporal_npz.FORMAT} the .npz file")
     p.add_argument("--workers", type=int, default=None, help="threads encoding PNGs (default: one per core)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing folder")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -35,6 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export, then print what was written (bad values name their flags)."""
+    if args.format == temporal_npz.FORMAT:
+        with flag_names():
+            path = temporal_npz.export_temporal(args.store, args.out, overwrite=args.overwrite)
+        print(f"exported {args.store} -> {path}")
+        return 0
     check_output_dir(args.out)
     with flag_names():
         report = export_published(args.store, args.out, args.format, overwrite=args.overwrite, workers=args.workers,

@@ -1,10 +1,12 @@
 """``ident3d import``: the command-line skin over ``ingest.published.import_published`` (a published 3DIdent or
-Causal3DIdent folder -> an ident3d store)."""
+Causal3DIdent folder -> an ident3d store) and ``ingest.temporal_npz.import_temporal`` (a Temporal Causal3DIdent
+.npz -> a sequence store)."""
 
 from __future__ import annotations
 
 import argparse
 
+from ingest import temporal_npz
 from ingest.published import FORMATS, ImportReport, import_published
 from pipelines.flags import flag_names
 from render.driver import CONNECT_TIMEOUT_S
@@ -14,27 +16,36 @@ from store.zarr_io import IMAGE_LEVEL
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``ident3d import``."""
     p = sub.add_parser(
-        "import", help="import a published 3DIdent/Causal3DIdent folder (PNGs + numpy latents) as a store",
+        "import", help="import a published 3DIdent/Causal3DIdent folder or Temporal Causal3DIdent file as a store",
         description="Turn a published 3DIdent (images/NNNNNN.png, raw_latents.npy) or Causal3DIdent "
                     "(images_K/NNNN.png, raw_latents_K.npy for K = 0..6) folder into an ident3d store that "
                     "`ident3d train`, `evaluate`, `show` and `check` read. The raw latents become the store's "
                     "latents (named and grouped as the 3dident/causal3dident SCMs define them; the class is K). "
                     "The latents and every image header are checked before the store is created; the PNGs are "
                     "then decoded in parallel Dask chunks. Re-running the same command resumes an interrupted or "
-                    "failed import (finished chunks are kept).",
+                    "failed import (finished chunks are kept). --format temporal_causal3dident reads one split file "
+                    "of CITRIS's Temporal Causal3DIdent (train.npz: imgs, raw_latents, shape_latents, "
+                    "interventions), cuts its chain into sequences of --length frames and writes a sequence store "
+                    "in the temporal_causal3dident SCM's units.",
         epilog="examples:\n"
                "  ident3d import --format 3dident downloads/3dident/trainset --out stores/3di_train.zarr\n"
                "  ident3d import --format 3dident downloads/3dident --split testset --out stores/3di_test.zarr\n"
                "  ident3d import --format causal3dident downloads/causal3dident/train --out stores/c3d.zarr "
                "--workers 8\n"
-               "  ident3d import --format causal3dident SRC --out /shared/c3d.zarr --scheduler tcp://HOST:8786",
+               "  ident3d import --format causal3dident SRC --out /shared/c3d.zarr --scheduler tcp://HOST:8786\n"
+               "  ident3d import --format temporal_causal3dident downloads/causal3d_time/train.npz --length 50 "
+               "--out stores/tc3d.zarr",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", metavar="SRC", help="the published folder (or the download's parent, with --split)")
-    p.add_argument("--format", required=True, choices=FORMATS, help="the layout of SRC")
+    p.add_argument("--format", required=True, choices=(*FORMATS, temporal_npz.FORMAT), help="the layout of SRC")
     p.add_argument("--out", required=True, metavar="STORE", help="the Zarr store to write (a folder or fsspec URL)")
     p.add_argument("--split", metavar="NAME", help="the sub-folder of SRC to import, e.g. trainset or testset "
                                                   "(needed when SRC holds several)")
     p.add_argument("--chunk-size", type=int, default=64, help="images per chunk/task (default 64)")
+    p.add_argument("--length", type=int, default=50, help=f"{temporal_npz.FORMAT}: frames per sequence cut from the "
+                                                          "file's chain (default 50; the remainder is left out)")
+    p.add_argument("--sequences-per-chunk", type=int, default=8,
+                   help=f"{temporal_npz.FORMAT}: whole sequences per store chunk (default 8)")
     p.add_argument("--compression-level", type=int, default=IMAGE_LEVEL, metavar="L",
                    help=f"zstd level of the image chunks, 1-22 (default {IMAGE_LEVEL}, as renders; 3 writes chunks "
                         "about 2x faster for a slightly larger store)")
@@ -51,6 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Import, then print what was done (bad values name their flags)."""
+    if args.format == temporal_npz.FORMAT:
+        return run_temporal(args)
     with flag_names():
         report = import_published(args.src, args.out, args.format, split=args.split, chunk_size=args.chunk_size,
                                   workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite,
@@ -65,3 +78,15 @@ def summary(report: ImportReport) -> str:
     rate = report.images / report.seconds if report.seconds else 0.0
     return (f"imported {len(report.imported)} chunks ({report.images} images) in {report.seconds:.1f} s "
             f"({rate:.1f} img/s); {len(report.skipped)} chunks were already done -> {report.out}")
+
+
+def run_temporal(args: argparse.Namespace) -> int:
+    """Import a Temporal Causal3DIdent file (written in this process: its frames need no decoding)."""
+    with flag_names():
+        r = temporal_npz.import_temporal(args.src, args.out, length=args.length,
+                                         sequences_per_chunk=args.sequences_per_chunk, overwrite=args.overwrite,
+                                         progress=not args.no_progress, compression_level=args.compression_level)
+    left = f"; {r.dropped} frames at the end of the chain left out (fewer than --length)" if r.dropped else ""
+    print(f"imported {len(r.imported)} chunks ({r.sequences} sequences x {r.length} frames) in {r.seconds:.1f} s; "
+          f"{len(r.skipped)} chunks were already done{left} -> {r.out}")
+    return 0

@@ -38,7 +38,7 @@ def summary(group: Any, path: str) -> Table:
         ("render", ", ".join(f"{k}={v}" for k, v in a.render.items())),
         ("seed", str(a.seed)),
         *([("sequences", f"{a.sequences['sequences']} x {a.sequences['length']} steps of "
-                         f"{a.sequences['spec'].get('name', 'a dynamic SCM')} (seed {a.sequences['seed']})")]
+                         f"{a.sequences['spec'].get('name', 'a dynamic SCM')} ({sequence_origin(a.sequences)})")]
           if a.sequences else []),
         ("software", ", ".join(f"{k} {v}" for k, v in a.software.items())),
     ]
@@ -47,6 +47,11 @@ def summary(group: Any, path: str) -> Table:
     for k, v in rows:
         t.add_row(k, escape(str(v)))
     return t
+
+
+def sequence_origin(record: dict) -> str:
+    """Where a sequence store's sequences came from: a rollout's seed, or the file they were imported from."""
+    return f"imported from {record['imported_from']}" if record.get("imported_from") else f"seed {record['seed']}"
 
 
 def mesh_note(attrs: StoreAttrs) -> str:

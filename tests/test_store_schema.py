@@ -1,4 +1,4 @@
-"""One store format for every writer: a rendered, an imported and a converted store carry exactly the fields of
+"""One store format for every writer: a rendered, an imported, a converted and an imported sequence store carry exactly the fields of
 ``store.attrs.StoreAttrs`` (software, meshes and hashes included), read back to equal values, and readers get a
 one-line error for a store whose attributes are missing or mistyped; stores written before the typed format
 (fewer keys) still read, and resume checks compare the fingerprint fields only."""
@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 import zarr
 from test_published import make_3dident
+from test_temporal_npz import citris_file
 
 from causal.errors import UserError
 from ingest.datasets import ImageDataset, write_dataset_store
 from ingest.published import import_published
+from ingest.temporal_npz import import_temporal
 from render import render_store
 from store.attrs import FINGERPRINT_KEYS, StoreAttrs, read_attrs
 from store.info import store_info
@@ -36,10 +38,12 @@ def stores(tmp_path_factory):
                       {"digit": rng.integers(0, 3, 10), "size": rng.integers(0, 2, 10)},
                       {"digit": ["a", "b", "c"], "size": ["small", "large"]})
     write_dataset_store(ds, root / "converted.zarr", chunk_size=4)
-    return {k: str(root / f"{k}.zarr") for k in ("rendered", "imported", "converted")}
+    citris_file(root / "train.npz")
+    import_temporal(root / "train.npz", root / "sequences.zarr", length=5, progress=False)
+    return {k: str(root / f"{k}.zarr") for k in ("rendered", "imported", "converted", "sequences")}
 
 
-@pytest.mark.parametrize("writer", ["rendered", "imported", "converted"])
+@pytest.mark.parametrize("writer", ["rendered", "imported", "converted", "sequences"])
 def test_every_writer_writes_every_field_and_reads_back_equal(stores, writer):
     raw = dict(zarr.open_group(stores[writer], mode="r").attrs)
     assert set(raw) == FIELDS
@@ -59,6 +63,9 @@ def test_each_writer_says_what_it_is(stores):
     assert c.scene == "dataset:toy" and c.latent_names == ["digit", "size"] and c.class_names == ["a", "b", "c"]
     assert c.label_names == {"digit": ["a", "b", "c"], "size": ["small", "large"]}
     assert [n["name"] for n in c.scm["nodes"]] == ["class", "digit", "size"]
+    t = read_attrs(open_store(stores["sequences"]))
+    assert t.source_format == "temporal_causal3dident" and t.sequences["imported_from"] == "train.npz"
+    assert t.sequences["length"] == 5 and t.sequences["spec"]["name"] == "temporal_causal3dident"
 
 
 def test_fingerprint_is_the_resume_keys(stores):
