@@ -12,6 +12,7 @@ from training.views import (
     latent,  # noqa: F401  (registers lt_exact, lt_nn)
     learned_crop,  # noqa: F401  (registers CRL-TAC's learned_crop)
     paper004,  # noqa: F401  (registers paper 004's crops)
+    temporal,  # noqa: F401  (registers next_frame)
 )
 from training.views.augment import DA_RECIPES, DAViewMaker
 from training.views.base import Normalize, Style, ViewMaker, to_float

@@ -1,0 +1,74 @@
+"""The time-contrastive view maker of sequence stores: an anchor frame x_t and the next frame x_{t+1} of the same
+sequence (the last frame of a sequence is paired with the one before it), so any pair objective (InfoNCE and its
+family) trains the time-contrastive baseline of CITRIS's benchmarks through ``ident3d train``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from causal.errors import UserError
+from store.zarr_io import read_rows
+from training.registry import VIEWS
+from training.views.base import Normalize, Style, ViewMaker, to_float
+
+if TYPE_CHECKING:
+    import zarr
+
+    from causal.scm import SCM
+    from training.data import StoreBatches
+    from training.objectives.base import Objective
+
+
+class NextFramePairs:
+    """A dataset's pairing: each anchor row's neighbour in time (row + 1, or row - 1 at a sequence's last step),
+    with its images, latents, row ids and the targets of the step between them."""
+
+    def __init__(self, dataset: StoreBatches):
+        import zarr
+
+        group: zarr.Group = zarr.open_group(dataset.info.path, mode="r")
+        self.dataset = dataset
+        self.time = read_rows(group["time"], slice(None), dataset.info.path)
+        self.last = int(dataset.info.attrs.sequences["length"]) - 1
+        self.targets = read_rows(group["interventions"], slice(None), dataset.info.path)
+
+    def partners(self, rows: np.ndarray) -> np.ndarray:
+        """The neighbour in time of every anchor row (within its sequence: chunks hold whole sequences)."""
+        return np.where(self.time[rows] < self.last, rows + 1, rows - 1)
+
+    def __call__(self, rows: np.ndarray, arrays: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
+        partners = self.partners(rows)
+        got = self.dataset.rows(partners)
+        later = np.maximum(rows, partners)  # the frame the step reached holds its targets
+        return {"pair/images": got["images"], "pair/latents": got["latents"], "pair/index": partners,
+                "pair/interventions": self.targets[later]}
+
+
+@VIEWS.register("next_frame")
+class NextFrameViews(ViewMaker):
+    """Time-contrastive pairs (x_t, x_{t+1}) of a sequence store (``ident3d render --sequences`` or an imported
+    Temporal Causal3DIdent file)."""
+
+    requires = ("pair/images",)
+
+    def __init__(self, normalize: Normalize, **options: Any):
+        super().__init__(normalize, **options)
+
+    def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        return [self.normalize(to_float(batch["images"])), self.normalize(to_float(batch["pair/images"]))]
+
+    def style(self, scm: SCM, stored_views: Mapping[str, Sequence[str]],
+              da_style: Mapping[str, Sequence[str]] | None = None) -> Style:
+        """Every factor: in one step each one moves (by its dynamics, or by an intervention), none is kept."""
+        return Style(set(scm.names))
+
+    def bind(self, dataset: StoreBatches, objective: Objective, seed: int) -> None:
+        """Pair each anchor with its neighbour in time; the store must hold sequences."""
+        if not dataset.info.attrs.sequences:
+            raise UserError(f"view maker next_frame needs a sequence store (ident3d render --sequences, or ident3d "
+                            f"import --format temporal_causal3dident); {dataset.info.path} holds i.i.d. images")
+        dataset.pairing = NextFramePairs(dataset)
