@@ -67,3 +67,39 @@ def test_time_contrastive_infonce_trains_and_evaluates_through_the_cli(seq_store
     assert r.returncode == 0 and "trained infonce with next_frame to step 3" in r.stdout, r.stderr
     r = run_cli("evaluate", "--run", run, "--data", seq_store, "--metrics", "citris")
     assert r.returncode == 0 and "citris (output layer): r2_diag" in r.stdout, r.stdout + r.stderr
+
+
+def test_target_views_are_in_time_order_with_the_steps_variable_targets(seq_store):
+    info = store_info(str(seq_store))
+    ds = StoreBatches(info, 16, seed=1, in_memory=True)
+    views = make_view_maker("next_frame_targets", lambda x: x)
+    views.bind(ds, None, 0)
+    g = zarr.open_group(str(seq_store), mode="r")
+    time, images, nodes = g["time"][:], g["images"][:], g["interventions"][:]
+    # temporal_causal3dident's 7 causal variables: the class, the position (x, y, z), the rotation (alpha, beta),
+    # then the spotlight angle and the three hues (node order: class, pos_x..z, rot_alpha, rot_beta, spot, hues)
+    groups = [[0], [1, 2, 3], [4, 5], [6], [7], [8], [9]]
+    for step in range(4):
+        b = ds.batch(step)
+        x_t, x_t1, targets = views(b)
+        rows, partners = b["index"].numpy(), b["pair/index"].numpy()
+        earlier, later = np.minimum(rows, partners), np.maximum(rows, partners)
+        assert (time[later] == time[earlier] + 1).all()
+        assert np.allclose(x_t.numpy(), images[earlier].transpose(0, 3, 1, 2) / 255.0, atol=1e-6)
+        assert np.allclose(x_t1.numpy(), images[later].transpose(0, 3, 1, 2) / 255.0, atol=1e-6)
+        want = np.stack([nodes[later][:, g].any(1) for g in groups], 1)
+        assert np.array_equal(targets.numpy(), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("objective", ["citris_vae", "ivae_temporal"])
+def test_temporal_vaes_train_and_evaluate_through_the_cli(seq_store, tmp_path, objective):
+    run = tmp_path / "run"
+    r = run_cli("train", "--data", seq_store, "--views", "next_frame_targets", "--objective", objective,
+                "--encoder", "cnn", "--out-dim", "12", "--steps", "3", "--batch-size", "16", "--out", run,
+                "--no-progress", "--device", "cpu")
+    assert r.returncode == 0 and f"trained {objective} with next_frame_targets to step 3" in r.stdout, r.stderr
+    r = run_cli("evaluate", "--run", run, "--data", seq_store, "--metrics", "citris")
+    assert r.returncode == 0 and "citris (output layer): r2_diag" in r.stdout, r.stdout + r.stderr
+    r = run_cli("train", "--data", seq_store, "--views", "next_frame_targets", "--objective", objective,
+                "--hp", "n_vars=5", "--steps", "3", "--batch-size", "16", "--out", tmp_path / "bad", "--no-progress")
+    assert r.returncode == 2 and "has 7 causal variables" in r.stderr and "n_vars=7" in r.stderr, r.stderr

@@ -72,3 +72,37 @@ class NextFrameViews(ViewMaker):
             raise UserError(f"view maker next_frame needs a sequence store (ident3d render --sequences, or ident3d "
                             f"import --format temporal_causal3dident); {dataset.info.path} holds i.i.d. images")
         dataset.pairing = NextFramePairs(dataset)
+
+
+@VIEWS.register("next_frame_targets")
+class NextFrameTargetViews(NextFrameViews):
+    """[x_t, x_{t+1}, targets of the step] for the learners of interventional sequences (``citris_vae``,
+    ``ivae_temporal``): the pair in time order, and per causal variable of the store's dynamic SCM (nodes intervened
+    on jointly form one variable) whether the step intervened on it."""
+
+    n_views = 3
+
+    def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
+        anchor, partner = self.normalize(to_float(batch["images"])), self.normalize(to_float(batch["pair/images"]))
+        forward = (batch["pair/index"] > batch["index"]).view(-1, 1, 1, 1)
+        earlier, later = torch.where(forward, anchor, partner), torch.where(forward, partner, anchor)
+        nodes = batch["pair/interventions"]
+        targets = nodes.float() @ self.node_to_variable.to(nodes.device)
+        return [earlier, later, (targets > 0).to(earlier.dtype)]
+
+    def bind(self, dataset: StoreBatches, objective: Objective, seed: int) -> None:
+        """Pair frames in time and map the store's per-node targets to its causal variables; the objective's
+        ``n_vars`` must be their number."""
+        super().bind(dataset, objective, seed)
+        from causal.loading import load_dynamic_scm
+        from training.temporal.variables import causal_variables
+
+        variables = causal_variables(load_dynamic_scm(dataset.info.attrs.sequences["spec"]))
+        n_nodes = sum(len(v) for v in variables.values())
+        self.node_to_variable = torch.zeros(n_nodes, len(variables))
+        for k, nodes in enumerate(variables.values()):
+            self.node_to_variable[nodes, k] = 1.0
+        want = getattr(objective, "n_vars", len(variables))
+        if want != len(variables):
+            raise UserError(f"the store's dynamic SCM has {len(variables)} causal variables ({', '.join(variables)}); "
+                            f"the objective has n_vars {want}: pass --hp n_vars={len(variables)}")

@@ -1,0 +1,33 @@
+"""CITRIS-style VAE (Lippe et al., ICML 2022) as an objective of ``ident3d train``: the model is
+``training.temporal.citris_vae.CitrisVAE`` (its docstring states the simplifications against the paper)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from training.hparams import Count, NonNegative, Positive
+from training.objectives.transition import TransitionObjective
+from training.registry import OBJECTIVES
+
+
+@OBJECTIVES.register("citris_vae")
+class CitrisVAEObjective(TransitionObjective):
+    """Negative ELBO of x_{t+1} with a per-causal-variable transition prior given z_t and the step's targets.
+
+    Hyperparameters:
+        n_vars: causal variables of the store's dynamic SCM (7 for temporal_causal3dident; the views check it).
+        lik_var: Gaussian likelihood variance of the decoder. beta: weight of the KL term.
+        lambda_reg: weight of the assignment entropy regulariser. prior_hidden: width of the prior MLP.
+    """
+
+    def __init__(self, encoder: nn.Module, *, n_vars: Count = 7, lik_var: Positive = 0.05,
+                 beta: NonNegative = 1.0, lambda_reg: NonNegative = 0.01, prior_hidden: Count = 64):
+        super().__init__(encoder, n_vars=n_vars, lik_var=lik_var, beta=beta, lambda_reg=lambda_reg,
+                         prior_hidden=prior_hidden)
+
+    def build(self, encoder: nn.Module, n_vars: int, hparams: dict[str, Any]) -> nn.Module:
+        from training.temporal.citris_vae import CitrisVAE
+
+        return CitrisVAE(encoder, n_vars, **hparams)
