@@ -6,6 +6,10 @@ settings (everything that shapes its result: the trainer config with defaults fi
 declared types, the data, the evaluation) in ``cell.json``. A cell folder is reused, finished or to be resumed, only
 for the settings that made it; a folder made with other settings (or before cells were keyed) is moved aside to
 ``NAME.stale-K``, never deleted and never silently reused, and the cell runs again.
+
+Every cell trains with ``CELL_THREADS`` torch threads, in this process or on a Dask worker: float sums on the CPU
+depend on the thread count, so a fixed count makes a cell's weights and scores bit-identical however a grid is split,
+and the count is part of the key (cells made before it was are run again once).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from pipelines.files import write_atomic
 
 KEY_FILE = "cell.json"
+CELL_THREADS = 1  # torch threads of every cell wherever it runs (parallelism comes from --workers)
 # trainer settings that say how a run is carried out, not what it computes: not part of a cell's key
 RUN_ONLY = ("log_every", "checkpoint_every", "tensorboard", "device")
 
@@ -55,6 +60,7 @@ def claim_cell(cell: Path, settings: Mapping[str, Any], say: Callable[[str], Non
     """Make ``cell`` the folder of ``settings`` before it is trained or read: kept when its recorded key matches
     (a finished cell is reused, an unfinished one resumed), else moved aside (``say`` tells where and which settings
     differ) and started afresh. Returns where an old folder went, or None."""
+    settings = keyed(settings)
     key = cell_key(settings)
     old = recorded(cell)
     if old is not None and old.get("key") == key:
@@ -74,7 +80,12 @@ def claim_cell(cell: Path, settings: Mapping[str, Any], say: Callable[[str], Non
 def matches(cell: Path, settings: Mapping[str, Any]) -> bool:
     """Whether ``cell`` was made with ``settings`` (its recorded key is theirs)."""
     old = recorded(cell)
-    return old is not None and old.get("key") == cell_key(settings)
+    return old is not None and old.get("key") == cell_key(keyed(settings))
+
+
+def keyed(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell's settings with what the engine adds to every cell: its torch thread count."""
+    return {**settings, "torch_threads": CELL_THREADS}
 
 
 def recorded(cell: Path) -> dict[str, Any] | None:
@@ -137,19 +148,26 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
     Dask cluster of ``workers`` single-thread processes or an existing cluster at ``scheduler``. A cell that
     diverges returns ``{"diverged": why}`` like any result (the caller reports it and goes on, ``split_diverged``)."""
     if not scheduler and workers <= 1:
+        import torch
+
         run = serial or (lambda cell, i, n: cell.fn(*cell.args))
         out = {}
-        for i, cell in enumerate(cells):
-            if progress:
-                say(f"cell {i + 1}/{len(cells)}: {cell.key[0]}, seed {cell.key[1]}")
-            out[cell.key] = run(cell, i, len(cells))
+        before = torch.get_num_threads()
+        try:
+            torch.set_num_threads(CELL_THREADS)
+            for i, cell in enumerate(cells):
+                if progress:
+                    say(f"cell {i + 1}/{len(cells)}: {cell.key[0]}, seed {cell.key[1]}")
+                out[cell.key] = run(cell, i, len(cells))
+        finally:
+            torch.set_num_threads(before)
         return out
     from render.driver import connect, dashboard_link, local_cluster
 
     client, cluster = (connect(scheduler), None) if scheduler else local_cluster(workers, 1)
     try:
         say(f"Dask dashboard: {dashboard_link(client)}")
-        futures = {cell.key: client.submit(_one_thread, cell.fn, *cell.args, pure=False) for cell in cells}
+        futures = {cell.key: client.submit(_cell_threads, cell.fn, *cell.args, pure=False) for cell in cells}
         return {key: fut.result() for key, fut in futures.items()}
     finally:
         client.close()
@@ -157,11 +175,11 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
             cluster.close()
 
 
-def _one_thread(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-    """Run a cell on a Dask worker with one torch thread (the worker has one core's share; set, not inherited)."""
+def _cell_threads(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Run a cell on a Dask worker with ``CELL_THREADS`` torch threads (set, not inherited)."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(CELL_THREADS)
     return fn(*args)
 
 
