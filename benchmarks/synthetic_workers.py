@@ -3,8 +3,9 @@ side by side in one run on the same cells: wall time of each and their ratio, wi
 
     python benchmarks/synthetic_workers.py [--steps 300] [--rows 4] [--out results/synthetic_workers.json]
 
-The serial run uses one process with torch at 2 threads; the parallel run two worker processes at 1 thread each.
-Both train and score the same cells of configs/synthetic/paper001.yaml from scratch (separate output folders).
+The serial run is one process (every cell at the engine's one torch thread, ``pipelines.cells.CELL_THREADS``); the
+parallel run two worker processes at 1 thread each. Both train and score the same cells of
+configs/synthetic/paper001.yaml from scratch (separate output folders); their tables must be equal.
 Writes the JSON and a bar figure next to it.
 """
 
@@ -24,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed(args: list[str], threads: int) -> float:
-    """Wall seconds of one `ident3d synthetic` call in a fresh interpreter, with OMP_NUM_THREADS set."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
+def timed(args: list[str]) -> float:
+    """Wall seconds of one `ident3d synthetic` call in a fresh interpreter (OMP_NUM_THREADS=1, as its cells run)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "pipelines.cli", "synthetic", *args], env=env, capture_output=True,
                        text=True)
@@ -48,13 +49,13 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="synthetic_workers_"))
     common = ["--config", str(ROOT / "configs/synthetic/paper001.yaml"), "--steps", str(args.steps), "--seeds", "0",
               "--rows", *slugs, "--no-progress", "--no-figures", "--device", "cpu"]
-    serial = timed([*common, "--out", str(work / "serial")], threads=2)
-    parallel = timed([*common, "--out", str(work / "parallel"), "--workers", "2"], threads=1)
+    serial = timed([*common, "--out", str(work / "serial")])
+    parallel = timed([*common, "--out", str(work / "parallel"), "--workers", "2"])
     same = (json.loads((work / "serial/table.json").read_text())["rows"]
             == json.loads((work / "parallel/table.json").read_text())["rows"])
     shutil.rmtree(work, ignore_errors=True)
     result = {"command": "python benchmarks/synthetic_workers.py " + " ".join(sys.argv[1:]), "cells": len(slugs),
-              "steps": args.steps, "serial_2_threads_s": round(serial, 1), "workers_2x1_thread_s": round(parallel, 1),
+              "steps": args.steps, "serial_s": round(serial, 1), "workers_2x1_thread_s": round(parallel, 1),
               "speedup": round(serial / parallel, 2), "tables_equal": same, "cpus": os.cpu_count(),
               "python": platform.python_version()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +66,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4, 2.4))
-    ax.barh(["1 process x 2 threads", "2 workers x 1 thread"], [serial, parallel], color=["#888", "#3a7"])
+    ax.barh(["1 process", "2 workers"], [serial, parallel], color=["#888", "#3a7"])
     ax.set_xlabel(f"seconds for {len(slugs)} cells of {args.steps} steps")
     ax.set_title(f"ident3d synthetic: speed-up {serial / parallel:.2f}x", fontsize=9)
     fig.tight_layout()
