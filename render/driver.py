@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,6 @@ from causal.errors import UserError
 from store.attrs import StoreAttrs
 from store.zarr_io import ChunkData, chunk_bounds, done_mask, is_url, n_chunks, prepare, write_chunk, write_given
 
-FAULT_ENV = "IDENT3D_TEST_KILL_CHUNK"  # "K:MARKER": kill the worker once, mid-chunk K (tests only)
-FULL_DISK_ENV = "IDENT3D_TEST_FULL_DISK"  # "K": writing chunk K fails with ENOSPC (tests only)
 CONNECT_TIMEOUT_S = 10.0  # default wait for an existing scheduler (--scheduler) before giving up
 BASE_WORKER_BYTES = 400 * 2**20  # a worker's Blender with the scene built (measured RSS ~357 MB)
 BUFFER_BYTES_PER_PX = 128  # Cycles' float RGBA render/denoise passes per pixel (upper estimate)
@@ -54,6 +53,9 @@ class RenderJob:
     view_seeds: str = "independent"
     given: bool = False  # True: the anchors' latents (and classes) are already in the store; read, don't sample
     threads: int = 0  # Cycles CPU threads per worker process; 0: $OMP_NUM_THREADS, else the Dask worker's threads
+    # called with k after chunk k's arrays are written, before its done flag: where tests inject a worker's death
+    # or a full disk (a picklable callable, shipped with the job); None in every real run
+    before_commit: Callable[[int], None] | None = None
 
     @property
     def n_chunks(self) -> int:
@@ -150,21 +152,6 @@ def _scm(job: RenderJob) -> SCM:
     return _CACHE["scm"]
 
 
-def _fault_hook(k: int) -> Callable[[], None] | None:
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return None
-    target, marker = spec.split(":", 1)
-    if int(target) != k or Path(marker).exists():
-        return None
-
-    def die() -> None:
-        Path(marker).write_text(str(os.getpid()))
-        os._exit(17)
-
-    return die
-
-
 def _anchors(job: RenderJob, scm: SCM, group: Any, start: int, stop: int) -> Samples:
     """Rows start..stop-1: read from the store (given latents) or sampled (counter-based)."""
     if not job.given:
@@ -199,17 +186,6 @@ def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float] | ChunkFailur
                                "space, then re-run the same command to resume (finished chunks are kept)")
 
 
-def _full_disk_hook(k: int) -> Callable[[], None] | None:
-    """Test hook: with $IDENT3D_TEST_FULL_DISK=K, writing chunk K fails as a full disk would (ENOSPC)."""
-    if os.environ.get(FULL_DISK_ENV) != str(k):
-        return None
-
-    def full() -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    return full
-
-
 def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
     """Render and write chunk k (anchors and every view); returns (k, images, seconds)."""
     import zarr
@@ -228,7 +204,8 @@ def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
         own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, anchors.index, stream=name)
         views[name] = ChunkData(renderer.render_batch(moved.latents, moved.classes, own), moved.latents,
                                 moved.classes)
-    write_chunk(group, k, data, views, before_commit=_fault_hook(k) or _full_disk_hook(k))
+    hook = None if job.before_commit is None else partial(job.before_commit, k)
+    write_chunk(group, k, data, views, before_commit=hook)
     return k, (stop - start) * (1 + len(views)), time.perf_counter() - t0
 
 

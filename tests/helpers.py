@@ -1,6 +1,9 @@
 """Helpers shared by the test modules (imported as ``helpers``: pytest puts tests/ on sys.path)."""
 
+import errno
 import hashlib
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -74,3 +77,40 @@ def read_png(path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
     rgb = np.asarray(Image.open(path).convert("RGB"))
     return rgb.shape[0], rgb.shape[1], len(np.unique(rgb.reshape(-1, 3), axis=0))
+
+
+@dataclass(frozen=True)
+class KillOnce:
+    """A render job's ``before_commit``: the worker writing chunk ``k`` dies after its arrays, before its done
+    flag, once (``marker`` records the death, so the retry succeeds)."""
+
+    k: int
+    marker: str
+
+    def __call__(self, k: int) -> None:
+        if k == self.k and not Path(self.marker).exists():
+            Path(self.marker).write_text(str(os.getpid()))
+            os._exit(17)
+
+
+@dataclass(frozen=True)
+class FullDisk:
+    """A render job's ``before_commit``: writing chunk ``k`` fails as a full disk would (ENOSPC)."""
+
+    k: int
+
+    def __call__(self, k: int) -> None:
+        if k == self.k:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def inject_before_commit(monkeypatch, hook) -> None:
+    """Every render this test starts (API or in-process CLI) carries ``hook`` as its job's ``before_commit``; the
+    hook ships to the Dask workers with the job (they import it from this module: tests/ is on their path)."""
+    import render.api
+    from render import driver
+
+    def run(plan, **kwargs):
+        return driver.run(replace(plan, job=replace(plan.job, before_commit=hook)), **kwargs)
+
+    monkeypatch.setattr(render.api, "run", run)

@@ -1,7 +1,7 @@
 """Issue 9, the render side: every bad input or fault of ``ident3d render`` is one line on stderr (no traceback),
 exit code 2 (130 for Ctrl-C), and nothing already written is lost: a finished store keeps its bytes, a bad command
 creates nothing, a partial run resumes to the same store. Real commands (subprocesses), real bpy, Zarr and Dask;
-faults that cannot be made for real (a full disk) are forced through the worker's test hook."""
+faults that cannot be made for real (a full disk) are forced through the render job's ``before_commit`` hook."""
 
 import os
 import signal
@@ -14,9 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import default_sigint, run_cli, tree_digest
-
-from render.driver import FAULT_ENV, FULL_DISK_ENV
+from helpers import FullDisk, KillOnce, default_sigint, inject_before_commit, run_cli, tree_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 N, CHUNK = 8, 1
@@ -172,9 +170,11 @@ def test_worker_side_user_error_stops_at_once_without_retries(tmp_path):
     assert not zarr.open_group(str(out), mode="r")["done"][:].any()
 
 
-def test_full_disk_is_one_line_and_the_store_resumes(reference, tmp_path):
+def test_full_disk_is_one_line_and_the_store_resumes(reference, tmp_path, monkeypatch):
     out = tmp_path / "full.zarr"
-    r = ident3d(*BASE, "--out", str(out), env={FULL_DISK_ENV: "3"})  # writing chunk 3 fails with ENOSPC
+    with monkeypatch.context() as patch:
+        inject_before_commit(patch, FullDisk(3))  # writing chunk 3 fails with ENOSPC
+        r = ident3d(*BASE, "--out", str(out))
     line = one_line(r)
     assert "no space left on the device holding" in line and str(out) in line and "re-run" in line, line
     done = zarr.open_group(str(out), mode="r")["done"][:]
@@ -212,9 +212,10 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(refere
     assert_same_store(reference, out)
 
 
-def test_lost_worker_is_named_in_the_summary(reference, tmp_path):
+def test_lost_worker_is_named_in_the_summary(reference, tmp_path, monkeypatch):
     out = tmp_path / "lost.zarr"
-    r = ident3d(*BASE, "--out", str(out), "--workers", "2", env={FAULT_ENV: f"2:{tmp_path / 'killed'}"})
+    inject_before_commit(monkeypatch, KillOnce(2, str(tmp_path / "killed")))
+    r = ident3d(*BASE, "--out", str(out), "--workers", "2")
     assert r.returncode == 0 and (tmp_path / "killed").exists(), r.stderr
     assert "1 worker process(es) died during the run" in r.stdout, r.stdout
     assert_same_store(reference, out)

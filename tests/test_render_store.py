@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import tree_digest
+from helpers import KillOnce, inject_before_commit, tree_digest
 
 from causal import load_scm
 from pipelines.cli import main
-from render.driver import FAULT_ENV, view_seed
+from render.driver import view_seed
 
 BASE = ["render", "--scene", "causal3dident", "--n", "10", "--resolution", "32", "--samples", "4",
         "--seed", "5", "--no-progress"]
@@ -86,7 +86,7 @@ def test_workers_and_chunk_sizes_give_identical_arrays(reference, tmp_path):
 
 def test_killed_worker_mid_chunk_is_retried_to_the_same_store(reference, tmp_path, monkeypatch):
     marker = tmp_path / "killed"
-    monkeypatch.setenv(FAULT_ENV, f"1:{marker}")  # a worker dies after writing chunk 1's data, before its flag
+    inject_before_commit(monkeypatch, KillOnce(1, str(marker)))  # a worker dies after chunk 1's data, before its flag
     out = tmp_path / "killed.zarr"
     assert render(out, "--workers", "2", "--chunk-size", "4", "--views", "hues:hues") == 0
     assert marker.exists(), "the fault was not injected"
