@@ -128,3 +128,18 @@ def test_generative_objectives_mirror_the_vector_encoder():
     linears = [m for m in obj.decoder.modules() if isinstance(m, torch.nn.Linear)]
     assert [(m.in_features, m.out_features) for m in linears] == [(5, 16), (16, 32), (32, 10)]
     assert torch.isfinite(obj([x, x + 0.1])["loss"])
+
+
+def test_laplace_draws_are_the_inverse_cdf_and_finite_at_a_zero_draw():
+    """Standard Laplace by the inverse CDF, x = log(2v) below 1/2 and -log(2(1 - v)) above, from plain floats; the
+    draw v = 0 (probability 2^-24 per float32 draw, so a few times in a 20,000-step run: it made paper 001's
+    sphere/Laplace cells NaN) is floored at one rand step instead of -inf."""
+    v = [0.0, 2.0**-24, 0.1, 0.4999999, 0.5, 0.75, 1.0 - 2.0**-24]
+    v32 = torch.tensor(v, dtype=torch.float32)
+    got = spaces.laplace_from_uniform(v32).tolist()
+    plain = [math.log(2 * x) if x < 0.5 else -math.log(2 * (1 - x)) for x in v32.tolist()[1:]]
+    assert np.allclose(got[1:], plain, rtol=1e-5)
+    assert got[0] == pytest.approx(math.log(2.0**-24), rel=1e-6)  # the floored tail: finite, and the most negative
+    z = torch.nn.functional.normalize(torch.ones(4, 3), dim=1)
+    gen = torch.Generator().manual_seed(0)
+    assert torch.isfinite(spaces.sample_conditional("sphere", "laplace", z, 0.3, gen)).all()

@@ -57,8 +57,21 @@ def _noise(kind: str, shape: torch.Size, gen: torch.Generator) -> torch.Tensor:
     """Standard normal or standard Laplace (b = 1) noise."""
     if kind == "normal":
         return torch.randn(shape, generator=gen, device=gen.device)
-    u = torch.rand(shape, generator=gen, device=gen.device) - 0.5
-    return -torch.sign(u) * torch.log1p(-2.0 * u.abs())
+    return laplace_from_uniform(torch.rand(shape, generator=gen, device=gen.device))
+
+
+RAND_STEP = 2.0**-24  # torch.rand's float32 draws are multiples of this in [0, 1)
+
+
+def laplace_from_uniform(v: torch.Tensor) -> torch.Tensor:
+    """Standard Laplace draws by the inverse CDF of uniform draws v in [0, 1): -sign(u) log(1 - 2|u|), u = v - 1/2.
+
+    v = 0 (a float32 draw of probability 2^-24, a few times in a long run) would give u = -1/2 and an infinite
+    draw (paper 001's sphere/Laplace cells all became NaN from one); its tail term is floored at one rand step, the
+    mass that draw stands for (|x| <= 16.6). Every other draw is unchanged bit for bit.
+    """
+    u = v - 0.5
+    return -torch.sign(u) * torch.log1p((-2.0 * u.abs()).clamp_min(RAND_STEP - 1.0))
 
 
 def truncated(kind: str, mu: torch.Tensor, scale: float, gen: torch.Generator, lo: float, hi: float) -> torch.Tensor:
