@@ -314,10 +314,15 @@ class Synthetic(ExperimentKind):
                                        + markdown(table, table["seeds"]),
                            "table.csv": lambda p: write_csv(table, p)})
         if self.figures:
+            from training.run_dir import CHECKPOINT
+
             (out / "figures").mkdir(exist_ok=True)
             s0 = table["seeds"][0]
             for row in (r for r in self.wanted(cfg) if "diverged" not in results[(r["name"], s0)]):
                 cell, name = cell_dir(out, row, s0), slug(row["name"])
+                if not (cell / CHECKPOINT).exists():  # e.g. results kept without their weights
+                    print(f"figures: {row['name']} kept as it was ({cell} has no {CHECKPOINT} to draw from)")
+                    continue
                 scatter_figure(cell, out / "figures" / f"{name}.png", f"{row['name']} (seed {s0})")
                 if "top_corr" in results[(row["name"], s0)]:
                     spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row['name']} (seed {s0})")

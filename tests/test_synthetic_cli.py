@@ -48,7 +48,7 @@ def test_paper000_learns_content_not_style(tmp_path):
     assert after["linear_r2/content"] > after["linear_r2/style"] + 0.1
 
 
-def test_cells_resume_and_finished_cells_are_kept(tmp_path):
+def test_cells_resume_and_finished_cells_are_kept(tmp_path, capsys):
     """A cell trained but not scored is scored from its checkpoint, not trained again; a finished cell is reused.
     (Kills, Ctrl-C and changed settings: tests/test_synthetic_cells.py.)"""
     cfg = small("paper001", 0, batch_size=64)
@@ -65,8 +65,15 @@ def test_cells_resume_and_finished_cells_are_kept(tmp_path):
     run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=False)
     assert (cell / "scores.json").read_text() == first
     assert {p.name for p in out.iterdir()} >= {"table.md", "table.csv", "table.json", "figures"}
-    h, w, colours = read_png(out / "figures" / f"{slug(cfg['rows'][0]['name'])}.png")
+    figure = out / "figures" / f"{slug(cfg['rows'][0]['name'])}.png"
+    h, w, colours = read_png(figure)
     assert h > 100 and w > 100 and colours > 20
+    # results kept without their weights (as under results/): the table is rewritten, the figure kept and named
+    (cell / "checkpoint.pt").unlink()
+    before = figure.read_bytes()
+    capsys.readouterr()
+    assert run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=True)["rows"] == table["rows"]
+    assert figure.read_bytes() == before and "has no checkpoint.pt to draw from" in capsys.readouterr().out
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
