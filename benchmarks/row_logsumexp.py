@@ -17,7 +17,6 @@ import platform
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
