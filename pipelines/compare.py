@@ -524,8 +524,6 @@ def add_grid_flags(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.workers <= 0:
-        raise UserError("--workers must be positive")
     cfg = load_config(args.config)
     check_output_dir(args.out)
     result = run_compare(cfg, Path(args.out), args.workers, args.scheduler, args.layer, progress=not args.no_progress)

@@ -53,6 +53,8 @@ def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers
     ``out`` must be new, empty, or this experiment's own output; cells run one after another (``workers`` 1), on a
     local cluster of ``workers`` single-thread processes, or on the cluster at ``scheduler``. A diverged cell is
     named in the tables and left out; Ctrl-C stops with a message that says where and how to resume."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UserError(f"--workers must be a whole number >= 1, got {workers!r}")
     check_output_dir(out)
     name = str(cfg.get("name") or kind.name)
     claim_output(kind, out, name)

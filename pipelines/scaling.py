@@ -343,8 +343,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.workers <= 0:
-        raise UserError("--workers must be positive")
     cfg = load_config(args.config)
     out = check_output_dir(args.out)
     curves = run_scaling(cfg, out, args.workers, args.scheduler, args.layer, progress=not args.no_progress)

@@ -379,8 +379,6 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be a whole number >= 1, got {args.steps}")
-    if args.workers < 1:
-        raise UserError(f"--workers must be a whole number >= 1, got {args.workers}")
     if args.seeds is not None and any(s < 0 for s in args.seeds):
         raise UserError(f"--seeds must be whole numbers >= 0, got {args.seeds}")
     out = check_output_dir(args.out or Path("runs") / "synthetic" / slug(cfg["name"]))

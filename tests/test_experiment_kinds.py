@@ -141,3 +141,17 @@ def test_a_cell_is_bit_identical_however_the_grid_is_split(tmp_path):
               for c in cells]
     assert scores[0] == scores[1]
     assert all(recorded(c)["settings"]["torch_threads"] == CELL_THREADS for c in cells)
+
+
+@pytest.mark.parametrize("command", ["synthetic", "compare", "scaling"])
+def test_every_kind_refuses_a_bad_worker_count_in_one_line_before_writing(tmp_path, command):
+    """The engine checks --workers once, for every kind, before the output folder is made."""
+    from helpers import run_cli
+
+    config = {"synthetic": "configs/synthetic/paper001.yaml", "compare": "configs/da_vs_lt_small.yaml",
+              "scaling": "configs/scaling/paper001.yaml"}[command]
+    root = Path(__file__).resolve().parents[1]
+    r = run_cli(command, "--config", root / config, "--out", tmp_path / "out", "--workers", "0", cwd=root)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and lines == [f"ident3d {command}: error: --workers must be a whole number >= 1, got 0"]
+    assert not (tmp_path / "out").exists()
