@@ -208,7 +208,7 @@ def sequence_targets(steps: np.ndarray, n_seq: int, length: int) -> np.ndarray:
     """CITRIS's per-step targets (row t: step t -> t + 1, 12 columns) -> ours for ``n_seq`` sequences of
     ``length`` cut from the chain: (n_seq * length, nodes) bool, row t = the step that reached frame t, the nodes in
     the dynamic spec's order; a sequence's first row is all False."""
-    names = list(load_dynamic_scm(SPEC).rollout(1, 2, seed=0).names)
+    names = load_dynamic_scm(SPEC).names
     out = np.zeros((n_seq * length, len(names)), dtype=bool)
     rows = np.arange(n_seq * length)
     reached = rows[rows % length != 0]  # frame r was reached by step r - 1 -> r of the chain
@@ -246,7 +246,7 @@ def import_temporal(src: str | Path, out: str | Path, length: int = 50, sequence
     attrs = StoreAttrs.imported(FORMAT, str(f.path), layout_record, {f.path.name: f.sha256}, _static_scm(),
                                 f.height, n, sequences_per_chunk * length, f"{f.path.name}: raw_latents, shape_latents",
                                 given.sha256())
-    names = list(dynamic.rollout(1, 2, seed=0).names)
+    names = list(dynamic.names)
     attrs = replace(attrs, sequences={"spec": dynamic.spec, "sequences": n_seq, "length": length, "seed": None,
                                       "intervention_names": names, "imported_from": f.path.name})
     extra = {"sequence": np.repeat(np.arange(n_seq, dtype=np.int64), length),

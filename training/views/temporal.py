@@ -5,7 +5,7 @@ family) trains the time-contrastive baseline of CITRIS's benchmarks through ``id
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -13,7 +13,7 @@ import torch
 from causal.errors import UserError
 from store.zarr_io import read_rows
 from training.registry import VIEWS
-from training.views.base import Normalize, Style, ViewMaker, to_float
+from training.views.base import Style, ViewMaker, to_float
 
 if TYPE_CHECKING:
     import zarr
@@ -55,9 +55,6 @@ class NextFrameViews(ViewMaker):
 
     requires = ("pair/images",)
 
-    def __init__(self, normalize: Normalize, **options: Any):
-        super().__init__(normalize, **options)
-
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
         return [self.normalize(to_float(batch["images"])), self.normalize(to_float(batch["pair/images"]))]
 
@@ -95,13 +92,12 @@ class NextFrameTargetViews(NextFrameViews):
         ``n_vars`` must be their number."""
         super().bind(dataset, objective, seed)
         from causal.loading import load_dynamic_scm
-        from training.temporal.variables import causal_variables
+        from training.temporal.variables import causal_variables, node_variable
 
-        variables = causal_variables(load_dynamic_scm(dataset.info.attrs.sequences["spec"]))
-        n_nodes = sum(len(v) for v in variables.values())
-        self.node_to_variable = torch.zeros(n_nodes, len(variables))
-        for k, nodes in enumerate(variables.values()):
-            self.node_to_variable[nodes, k] = 1.0
+        model = load_dynamic_scm(dataset.info.attrs.sequences["spec"])
+        variables = causal_variables(model)
+        owner = torch.from_numpy(node_variable(variables, len(model.names)))
+        self.node_to_variable = torch.nn.functional.one_hot(owner, len(variables)).float()  # (nodes, variables)
         want = getattr(objective, "n_vars", len(variables))
         if want != len(variables):
             raise UserError(f"the store's dynamic SCM has {len(variables)} causal variables ({', '.join(variables)}); "
