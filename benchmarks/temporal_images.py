@@ -8,8 +8,9 @@ scored with CITRIS's variable-level R^2 matrix (diag / sep), DCI and MIG on held
 The first 80% of the sequences train, the rest are held out (regressors fit on the training frames, scored on the
 held-out ones). Frames are average-pooled from the store's resolution to ``--size`` px and standardised per channel.
 Writes OUT/results.json, OUT/table.md and OUT/r2_matrices.png (each learner's R^2 matrix, first seed). Each
-finished (row, seed) is saved at once with a hash of the settings that shape it; a re-run with the same settings
-skips it, other settings start afresh.
+finished (row, seed) is saved at once with a hash of the settings that shape it (store, training and scoring
+settings, the row's learner and hyperparameters, seed, threads); a re-run skips a (row, seed) whose hash matches and
+redoes one whose hash does not.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ LATENT_DIM, BATCH = 16, 64
 ROWS = {"untrained": ("citris_vae", {"lambda_reg": 0.0}, False),
         "time_contrastive": ("time_contrastive", {"tau": 0.1}, True),
         "citris_vae": ("citris_vae", {"lambda_reg": 0.0}, True),
+        "citris_vae_classifier": ("citris_vae", {"lambda_reg": 0.0, "beta_classifier": 2.0}, True),
         "ivae": ("ivae", {}, True)}
 METRICS = ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")
 
@@ -73,11 +75,11 @@ def load(store: str, size: int, train_frac: float = 0.8) -> tuple[Transitions, T
 
 
 def run_row(row: str, train: Transitions, test: Transitions, n_vars: int, node_var: np.ndarray, size: int,
-            seed: int, steps: int, lr: float, regressor: str) -> tuple[dict, np.ndarray]:
-    """Train one row's learner and score it on the held-out frames; (scores, R^2 matrix)."""
+            seed: int, steps: int, lr: float, regressor: str, device: str = "cpu") -> tuple[dict, np.ndarray]:
+    """Train one row's learner on ``device`` and score it on the held-out frames; (scores, R^2 matrix)."""
     name, hp, trains = ROWS[row]
     learner = build_learner(name, 0, n_vars, LATENT_DIM, seed, image_size=size, **hp)
-    log = fit(learner, train, steps if trains else 0, BATCH, lr, seed)
+    log = fit(learner, train, steps if trains else 0, BATCH, lr, seed, device)
     (x_fit, z_fit), (x_test, z_test) = train.frames(), test.frames()
     c_fit, c_test = encode(learner, x_fit, batch=512), encode(learner, x_test, batch=512)
     learned = learner.assignment() if trains else None
@@ -124,10 +126,12 @@ def figure(matrices: dict[str, np.ndarray], variables: list[str], path: Path) ->
     plt.close(fig)
 
 
-def settings_key(args: argparse.Namespace, store_fingerprint: dict) -> str:
-    """A hash of everything that shapes a row's scores: the store's fingerprint and the training/scoring settings."""
+def row_key(args: argparse.Namespace, store_fingerprint: dict, row: str, seed: int) -> str:
+    """A hash of everything that shapes one (row, seed)'s scores: the store's fingerprint, the training/scoring
+    settings and the row's learner and hyperparameters (adding a row leaves the others' results valid)."""
     shape = {"store": store_fingerprint, "size": args.size, "steps": args.steps, "lr": args.lr, "batch": BATCH,
-             "latent_dim": LATENT_DIM, "regressor": args.regressor, "rows": {r: ROWS[r][:2] for r in ROWS}}
+             "latent_dim": LATENT_DIM, "regressor": args.regressor, "row": ROWS[row], "seed": seed,
+             "threads": args.threads, "device": args.device}
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -140,31 +144,35 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="where the learners train, e.g. cuda (scoring stays on the CPU)")
     p.add_argument("--regressor", choices=("mlp", "linear"), default="mlp")
     p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     train, test, variables, node_var = load(args.store, args.size)
-    key = settings_key(args, read_attrs(open_store(args.store), args.store).fingerprint())
+    fingerprint = read_attrs(open_store(args.store), args.store).fingerprint()
     args.out.mkdir(parents=True, exist_ok=True)
     saved_path = args.out / "results.json"
     saved = json.loads(saved_path.read_text()) if saved_path.exists() else {}
-    done = saved.get("runs", []) if saved.get("meta", {}).get("key") == key else []
-    matrices = {k: np.asarray(v) for k, v in saved.get("r2_first_seed", {}).items()} if done else {}
-    results = list(done)
-    meta = {"command": " ".join(["python", "benchmarks/temporal_images.py", *(argv or sys.argv[1:])]), "key": key,
+    results = [r for r in saved.get("runs", []) if r.get("row") in ROWS
+               and r.get("key") == row_key(args, fingerprint, r["row"], r["seed"])]
+    kept = {(r["row"], r["seed"]) for r in results}
+    matrices = {k: np.asarray(v) for k, v in saved.get("r2_first_seed", {}).items() if (k, args.seeds[0]) in kept}
+    meta = {"command": " ".join(["python", "benchmarks/temporal_images.py", *(argv or sys.argv[1:])]),
             "store": args.store, "train_sequences": int(train.observations.shape[0]),
             "test_sequences": int(test.observations.shape[0]), "length": int(train.observations.shape[1]),
             "size": args.size, "steps": args.steps, "batch": BATCH, "lr": args.lr, "latent_dim": LATENT_DIM,
             "regressor": args.regressor, "variables": variables, "threads": args.threads,
+            "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(args.device),
             "torch": torch.__version__, "python": platform.python_version()}
     for seed in args.seeds:
         for row in args.rows:
             if any(r["row"] == row and r["seed"] == seed for r in results):
                 continue
             r, m = run_row(row, train, test, len(variables), node_var, args.size, seed, args.steps, args.lr,
-                           args.regressor)
+                           args.regressor, args.device)
+            r["key"] = row_key(args, fingerprint, row, seed)
             results.append(r)
             if seed == args.seeds[0]:
                 matrices[row] = m

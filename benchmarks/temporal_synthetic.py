@@ -39,8 +39,11 @@ N_TRAIN, N_TEST, LENGTH = 200, 50, 20
 ROWS = {"untrained": ("citris_vae", {"lambda_reg": 0.0}, False, False),
         "time_contrastive": ("time_contrastive", {"tau": 0.1}, False, True),
         "citris_vae": ("citris_vae", {"lambda_reg": 0.0}, False, True),
+        "citris_vae_classifier": ("citris_vae", {"lambda_reg": 0.0, "beta_classifier": 2.0}, False, True),
         "ivae": ("ivae", {}, False, True),
-        "citris_vae_shuffled_targets": ("citris_vae", {"lambda_reg": 0.0}, True, True)}
+        "citris_vae_shuffled_targets": ("citris_vae", {"lambda_reg": 0.0}, True, True),
+        "citris_vae_classifier_shuffled_targets": ("citris_vae", {"lambda_reg": 0.0, "beta_classifier": 2.0}, True,
+                                                   True)}
 METRICS = ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")
 
 

@@ -250,7 +250,7 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
     objective: nn.Module = run.objective.to(device)
     if world > 1 and device.type == "cuda":  # global-batch BatchNorm statistics; torch has no CPU SyncBatchNorm
         objective = nn.SyncBatchNorm.convert_sync_batchnorm(objective)
-    optimizer = torch.optim.Adam(objective.parameters(), lr=cfg.lr)
+    optimizer = torch.optim.Adam(objective.param_groups(), lr=cfg.lr)
     if state is not None:
         objective.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -332,7 +332,7 @@ def _optimise(loss: torch.Tensor, objective: nn.Module, optimizer: torch.optim.O
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(objective.parameters(), cfg.grad_clip)
     for group in optimizer.param_groups:
-        group["lr"] = cfg.lr * lr_factor(step, cfg.steps, cfg.warmup_steps, cfg.schedule)
+        group["lr"] = cfg.lr * group.get("lr_scale", 1.0) * lr_factor(step, cfg.steps, cfg.warmup_steps, cfg.schedule)
     optimizer.step()
 
 

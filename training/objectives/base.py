@@ -37,6 +37,10 @@ class Objective(nn.Module):
         """Loss from the views' embeddings (each (B, D)); override in discriminative objectives."""
         raise NotImplementedError
 
+    def param_groups(self) -> list[dict[str, Any]]:
+        """The optimiser's parameter groups; a group's optional "lr_scale" multiplies the learning rate."""
+        return [{"params": list(self.parameters())}]
+
     @torch.no_grad()
     def after_step(self, step: int, total_steps: int) -> None:
         """Called after each optimiser step (EMA updates, queues, schedules)."""

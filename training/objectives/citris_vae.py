@@ -20,12 +20,18 @@ class CitrisVAEObjective(TransitionObjective):
         n_vars: causal variables of the store's dynamic SCM (7 for temporal_causal3dident; the views check it).
         lik_var: Gaussian likelihood variance of the decoder. beta: weight of the KL term.
         lambda_reg: weight of the assignment entropy regulariser. prior_hidden: width of the prior MLP.
+        beta_classifier: weight of CITRIS's target classifier losses (0: off). The default is the authors' 2, so
+        ``--objective citris_vae`` is the full method; on synthetic sequences it lifts the variable-level R^2 diagonal
+        from 0.63 to 0.93 (results/temporal_synthetic). classifier_lr_scale: the classifier's learning rate over the
+        model's.
     """
 
     def __init__(self, encoder: nn.Module, *, n_vars: Count = 7, lik_var: Positive = 0.05,
-                 beta: NonNegative = 1.0, lambda_reg: NonNegative = 0.01, prior_hidden: Count = 64):
+                 beta: NonNegative = 1.0, lambda_reg: NonNegative = 0.01, prior_hidden: Count = 64,
+                 beta_classifier: NonNegative = 2.0, classifier_lr_scale: Positive = 4.0):
         super().__init__(encoder, n_vars=n_vars, lik_var=lik_var, beta=beta, lambda_reg=lambda_reg,
-                         prior_hidden=prior_hidden)
+                         prior_hidden=prior_hidden, beta_classifier=beta_classifier,
+                         classifier_lr_scale=classifier_lr_scale)
 
     def build(self, encoder: nn.Module, n_vars: int, hparams: dict[str, Any]) -> nn.Module:
         from training.temporal.citris_vae import CitrisVAE

@@ -34,3 +34,7 @@ class TransitionObjective(Objective):
 
     def representation(self, x: torch.Tensor) -> torch.Tensor:
         return self.learner.representation(x)
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        groups = getattr(self.learner, "param_groups", None)
+        return groups() if groups is not None else super().param_groups()

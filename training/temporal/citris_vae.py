@@ -13,9 +13,14 @@ with z^{t+1} one reparameterised posterior draw, z^t the posterior mean of x^t (
 authors' code) and the expectation over psi taken exactly (``densities.citris_kl``), psi_0's KL scaled by
 (1 - lambda_reg). Evaluation groups dimension i under argmax_k softmax(theta_i) (psi_0 dimensions in none).
 
+With ``beta_classifier`` > 0 (the authors' default is 2) CITRIS's target classifier is added
+(``target_classifier.TargetClassifier``): beta_classifier * (classifier loss + latents' loss) on posterior draws of
+z^t and z^{t+1} and one hard Gumbel-softmax draw of the assignment per sample (temperature 1); the classifier's
+parameters learn at ``classifier_lr_scale`` (the authors' 4) times the learning rate (``param_groups``). At 0 the
+assignment is learned from the prior's KL alone and no extra random draw is made.
+
 Simplifications against the paper and its code (phlippe/CITRIS, CITRISVAE with perfect interventions):
-- no target classifier: the auxiliary network predicting I^{t+1} from (z^t, z^{t+1}_psi) and its loss on the
-  latents are left out; the assignment is learned from the prior's KL alone;
+- the target classifier's optimiser is Adam like the rest (theirs: AdamW with weight decay 1e-4), one hidden layer;
 - the observational prior is one MLP from z^t to every dimension's mean and log-variance (theirs: a separate small
   network per latent dimension with a shared first layer); no autoregressive prior within a group, no
   normalising flow (CITRIS-NF), no imperfect-intervention variant;
@@ -32,9 +37,10 @@ import torch
 from torch import nn
 
 from training.encoder_base import Encoder
-from training.objectives.gaussian import gaussian_nll
+from training.objectives.gaussian import gaussian_nll, sample_posterior
 from training.objectives.vae import VAE
 from training.temporal.densities import citris_kl, gaussian_log_density, hard_prior
+from training.temporal.target_classifier import TargetClassifier
 
 PRIOR_LOGVAR = (-8.0, 4.0)
 
@@ -94,19 +100,38 @@ class CitrisVAE(nn.Module):
     """CITRIS-style VAE: reconstruction of x^{t+1} plus beta * KL to the per-variable transition prior."""
 
     def __init__(self, encoder: Encoder, n_vars: int, *, lik_var: float = 0.05, beta: float = 1.0,
-                 lambda_reg: float = 0.01, prior_hidden: int = 64):
+                 lambda_reg: float = 0.01, prior_hidden: int = 64, beta_classifier: float = 0.0,
+                 classifier_lr_scale: float = 4.0):
         super().__init__()
         self.vae = VAE(encoder, lik_var=lik_var, beta=beta)  # posterior (encoder + log-variance head), decoder
         self.prior = TransitionPrior(encoder.out_dim, n_vars, prior_hidden, lambda_reg)
         self.lik_var, self.beta = float(lik_var), float(beta)
+        self.beta_classifier, self.classifier_lr_scale = float(beta_classifier), float(classifier_lr_scale)
+        self.classifier = TargetClassifier(encoder.out_dim, n_vars, 2 * prior_hidden) if beta_classifier > 0 else None
 
     def loss(self, x_t: torch.Tensor, x_t1: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Mean over the batch of the negative ELBO of x^{t+1} given z^t and I^{t+1}; logs its two parts."""
-        mu_t, _ = self.vae.posterior(x_t)
-        mu, logvar, _, x_hat = self.vae.encode_sample(x_t1)
+        """Mean over the batch of the negative ELBO of x^{t+1} given z^t and I^{t+1} (plus the target classifier's
+        losses when it is on); logs the parts."""
+        mu_t, logvar_t = self.vae.posterior(x_t)
+        mu, logvar, z_t1, x_hat = self.vae.encode_sample(x_t1)
         rec = gaussian_nll(x_t1, x_hat, self.lik_var).mean()
         kl = self.prior.kl(mu, logvar, mu_t, targets).mean()
-        return {"loss": rec + self.beta * kl, "rec": rec.detach(), "kl": kl.detach()}
+        out = {"loss": rec + self.beta * kl, "rec": rec.detach(), "kl": kl.detach()}
+        if self.classifier is not None:
+            logits = torch.log(self.prior.assign_probs().clamp_min(1e-30))
+            hard = torch.nn.functional.gumbel_softmax(logits.expand(len(x_t), -1, -1), tau=1.0, hard=True)
+            loss_model, loss_z = self.classifier(sample_posterior(mu_t, logvar_t), z_t1, targets, hard)
+            out["loss"] = out["loss"] + self.beta_classifier * (loss_model + loss_z)
+            out.update(classifier=loss_model.detach(), classifier_latents=loss_z.detach())
+        return out
+
+    def param_groups(self) -> list[dict]:
+        """Optimiser groups: the target classifier's parameters learn ``classifier_lr_scale`` times faster."""
+        if self.classifier is None:
+            return [{"params": list(self.parameters())}]
+        mine = {id(p) for p in self.classifier.parameters()}
+        return [{"params": [p for p in self.parameters() if id(p) not in mine]},
+                {"params": list(self.classifier.net.parameters()), "lr_scale": self.classifier_lr_scale}]
 
     def representation(self, x: torch.Tensor) -> torch.Tensor:
         """The posterior mean, what evaluation scores."""

@@ -59,15 +59,18 @@ class FitLog:
 
 
 def fit(learner: nn.Module, data: Transitions, steps: int, batch_size: int = 256, lr: float = 1e-3,
-        seed: int = 0) -> FitLog:
-    """Adam on ``steps`` batches ``data.batch(seed, step)``; the posterior noise is seeded by ``seed`` too."""
+        seed: int = 0, device: str = "cpu") -> FitLog:
+    """Adam on ``steps`` batches ``data.batch(seed, step)`` on ``device`` (the learner moves there); the posterior
+    noise is seeded by ``seed`` too."""
     torch.manual_seed(seed)
-    opt = torch.optim.Adam(learner.parameters(), lr=lr)
+    learner.to(device)
+    groups = learner.param_groups() if hasattr(learner, "param_groups") else [{"params": list(learner.parameters())}]
+    opt = torch.optim.Adam([{**g, "lr": lr * g.get("lr_scale", 1.0)} for g in groups], lr=lr)
     log, start = FitLog(), time.perf_counter()
     learner.train()
     for step in range(steps):
         b = data.batch(seed, step, batch_size)
-        out = learner.loss(torch.from_numpy(b.x_t), torch.from_numpy(b.x_t1), torch.from_numpy(b.targets))
+        out = learner.loss(*(torch.from_numpy(a).to(device) for a in (b.x_t, b.x_t1, b.targets)))
         opt.zero_grad(set_to_none=True)
         out["loss"].backward()
         opt.step()
@@ -78,7 +81,8 @@ def fit(learner: nn.Module, data: Transitions, steps: int, batch_size: int = 256
 
 @torch.no_grad()
 def encode(learner: nn.Module, x: np.ndarray, batch: int = 4096) -> np.ndarray:
-    """The learner's representation of frames x (N, D), as a float64 array (N, M)."""
+    """The learner's representation of frames x (N, D), as a float64 array (N, M), computed where the learner is."""
     learner.eval()
-    out = [learner.representation(torch.from_numpy(x[i:i + batch])) for i in range(0, len(x), batch)]
+    device = next(learner.parameters()).device
+    out = [learner.representation(torch.from_numpy(x[i:i + batch]).to(device)).cpu() for i in range(0, len(x), batch)]
     return torch.cat(out).double().numpy()
