@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from causal.dynamic import DynamicSCM  # noqa: E402
-from evaluation.temporal_scores import temporal_scores  # noqa: E402
+from evaluation.temporal_scores import node_factors, temporal_scores  # noqa: E402
 from store.attrs import read_attrs  # noqa: E402
 from store.zarr_io import open_store, read_rows  # noqa: E402
 from training.temporal.fit import build_learner, encode, fit  # noqa: E402
@@ -60,12 +60,9 @@ def load(store: str, size: int, train_frac: float = 0.8) -> tuple[Transitions, T
     mean, std = x.mean((0, 2, 3), keepdim=True), x.std((0, 2, 3), keepdim=True).clamp_min(1e-3)
     obs = ((x - mean) / std).numpy().reshape(n_seq, length, 3, size, size)
     names = list(attrs.sequences["intervention_names"])
-    latents = np.zeros((n_seq * length, len(names)), np.float32)
-    stored = np.asarray(group["latents"][:], np.float32)
-    for j, name in enumerate(attrs.latent_names):
-        latents[:, names.index(name)] = stored[:, j]
-    if attrs.class_node:
-        latents[:, names.index(attrs.class_node)] = np.asarray(group["classes"][:], np.float32)
+    classes = np.asarray(group["classes"][:], np.float32) if attrs.class_node else None
+    latents = node_factors(np.asarray(group["latents"][:], np.float32), attrs.latent_names, classes,
+                           attrs.class_node, names)
     variables = causal_variables(model)
     targets = variable_targets(np.asarray(group["interventions"][:], bool).reshape(n_seq, length, -1), variables)
     data = Transitions(obs, targets.astype(np.float32), latents.reshape(n_seq, length, -1))

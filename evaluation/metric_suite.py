@@ -49,17 +49,25 @@ METRICS: dict[str, Callable[..., dict[str, float]]] = {"dci": _dci, "dci_es": _d
                                                        "citris": _citris}
 
 
+# metrics that need more than (factors, codes): scored by evaluation.run_report from the run and the store
+RUN_METRICS = {"temporal": "sequence stores: CITRIS's variable-level R^2 diag/sep under the run's learned "
+                           "assignment of latents to causal variables (post hoc for models without one), DCI, MIG"}
+
+
 def parse_metrics(text: str | Sequence[str] | None) -> list[str]:
     """``"dci,mig"`` (or a list) -> the metric names, checked; None or empty -> none."""
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text or []) if n.strip()]
-    bad = [n for n in names if n not in METRICS]
+    known = [*METRICS, *RUN_METRICS]
+    bad = [n for n in names if n not in known]
     if bad:
-        raise UserError(f"--metrics: unknown metric {bad[0]!r}; choose from {', '.join(METRICS)}, e.g. dci,mig")
+        raise UserError(f"--metrics: unknown metric {bad[0]!r}; choose from {', '.join(known)}, e.g. dci,mig")
     return list(dict.fromkeys(names))
 
 
 def metric_suite(names: Sequence[str], z_fit: np.ndarray, c_fit: np.ndarray, z_score: np.ndarray,
                  c_score: np.ndarray) -> dict[str, dict[str, float]]:
-    """{metric: its numbers} for the codes ``c`` (N, L) against the factors ``z`` (N, K) of both splits."""
+    """{metric: its numbers} for the codes ``c`` (N, L) against the factors ``z`` (N, K) of both splits (names in
+    ``RUN_METRICS`` are left to the caller)."""
     return {name: {k: (float(v) if isinstance(v, int | float | np.floating) else v)
-                   for k, v in METRICS[name](z_fit, c_fit, z_score, c_score).items()} for name in names}
+                   for k, v in METRICS[name](z_fit, c_fit, z_score, c_score).items()} for name in names
+            if name in METRICS}

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from causal.errors import UserError
 
 
@@ -84,8 +86,10 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     if metrics:
         from evaluation.metric_suite import metric_suite, parse_metrics
 
-        z = enc["output"]
-        report["metrics"] = metric_suite(parse_metrics(metrics), y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:])
+        z, names_ = enc["output"], parse_metrics(metrics)
+        report["metrics"] = metric_suite(names_, y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:])
+        if "temporal" in names_:
+            report["metrics"]["temporal"] = _temporal(run, info, enc, fit_n)
     if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
         from evaluation.channel import summarise_run
 
@@ -98,5 +102,22 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     report["markdown"] = markdown(table, col_marks, note=note)
     for name, values in report.get("metrics", {}).items():
         report["markdown"] += f"\n{name} (output layer): " + ", ".join(
-            f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+            f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items()
+            if not isinstance(v, list))  # the temporal metric's matrix and assignment stay in the JSON
     return report
+
+
+def _temporal(run: Any, info: Any, enc: dict[str, np.ndarray], fit_n: int) -> dict[str, Any]:
+    """The ``temporal`` metric: CITRIS's variable-level scores of the output layer on a sequence store, grouped by
+    the run's learned assignment when its model has one (CITRIS-style), else post hoc."""
+    from evaluation.temporal_scores import node_factors, sequence_store_scores
+
+    seq = info.attrs.sequences
+    if not seq:
+        raise UserError(f"--metrics temporal needs a sequence store; {info.path} holds i.i.d. images (render one "
+                        f"with `ident3d render --sequences N --length T`)")
+    learner = getattr(run.objective(image_size=info.image_size), "learner", None)
+    assignment = learner.assignment() if hasattr(learner, "assignment") else None
+    factors = node_factors(enc["latents"], info.latent_names, enc.get("classes"), info.attrs.class_node,
+                           list(seq["intervention_names"]))
+    return sequence_store_scores(seq, factors, enc["output"], fit_n, assignment)

@@ -67,3 +67,33 @@ def temporal_scores(z_fit: np.ndarray, c_fit: np.ndarray, z_test: np.ndarray, c_
     return {"diag": diag, "sep": sep, "r2": r2, "assignment": a, "assignment_kind": kind,
             "diag_factors": nodes.r2_diag, "sep_factors": nodes.r2_sep, "dci_d": d.disentanglement,
             "dci_c": d.completeness, "dci_i": d.informativeness, "mig": mig(z_test, c_test).score}
+
+
+def node_factors(latents: np.ndarray, latent_names: list[str], classes: np.ndarray | None, class_node: str | None,
+                 node_names: list[str]) -> np.ndarray:
+    """(N, len(node_names)) true factors in a dynamic SCM's node order: a store's latents by name, its class node
+    (if any) from the class labels."""
+    out = np.zeros((len(latents), len(node_names)), np.float32)
+    for j, name in enumerate(latent_names):
+        out[:, node_names.index(name)] = latents[:, j]
+    if class_node:
+        out[:, node_names.index(class_node)] = classes
+    return out
+
+
+def sequence_store_scores(sequences: dict, factors: np.ndarray, codes: np.ndarray, n_fit: int,
+                          assignment: np.ndarray | None, regressor: str = "mlp", seed: int = 0) -> dict:
+    """``temporal_scores`` of codes on a sequence store (``sequences``: its attributes' dynamic spec and names;
+    ``factors`` in node order), the first ``n_fit`` rows fitting the regressors; a JSON-ready dict with the R^2
+    matrix under the causal variables' names."""
+    from causal.dynamic import DynamicSCM
+    from training.temporal.variables import causal_variables, node_variable
+
+    variables = causal_variables(DynamicSCM(sequences["spec"]))
+    node_var = node_variable(variables, len(sequences["intervention_names"]))
+    s = temporal_scores(factors[:n_fit], codes[:n_fit], factors[n_fit:], codes[n_fit:], node_var, assignment,
+                        regressor, seed)
+    out = {k: float(s[k]) for k in ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")}
+    out.update(assignment_kind=s["assignment_kind"], assignment=np.asarray(s["assignment"]).tolist(),
+               variables=list(variables), r2=np.round(s["r2"], 4).tolist())
+    return out

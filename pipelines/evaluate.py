@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", metavar="NAMES",
                    help="also disentanglement metrics of the output layer, comma-separated: dci (Lasso "
                         "importances), dci_es (explicitness), mig (20 equal-width bins), sap, citris (R^2 diag/sep "
-                        "after matching dimensions to factors)")
+                        "after matching dimensions to factors), temporal (sequence stores: CITRIS's variable-level "
+                        "R^2 diag/sep under the run's learned assignment, DCI, MIG)")
     p.add_argument("--figure", metavar="PNG", help="CRL-TAC runs: draw test images over their P(T|X) here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     p.set_defaults(run=run)

@@ -91,3 +91,7 @@ def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
     assert "dci (output layer): disentanglement" in capsys.readouterr().out
     r = _cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--metrics", "dci,bogus")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "unknown metric 'bogus'" in r.stderr
+    r = _cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",
+             "--metrics", "temporal", "--out", str(tmp_path / "t.json"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "needs a sequence store" in r.stderr and not (tmp_path / "t.json").exists()

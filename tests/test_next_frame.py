@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import zarr
@@ -12,6 +14,7 @@ from causal.errors import UserError
 from ingest.temporal_npz import import_temporal
 from store.info import store_info
 from training.data import StoreBatches
+from training.run_dir import RunDir
 from training.views import make_view_maker
 
 LENGTH = 6
@@ -19,10 +22,12 @@ LENGTH = 6
 
 @pytest.fixture(scope="module")
 def seq_store(tmp_path_factory):
-    """8 imported sequences of 6 frames (16 px), 2 sequences a chunk."""
+    """12 imported sequences of 6 frames (16 px), 2 sequences a chunk (evaluation's score third: 48 frames, enough
+    for MIG's 20 bins)."""
     root = tmp_path_factory.mktemp("next_frame")
     rng = np.random.default_rng(3)
-    citris_file(root / "train.npz", n=8 * LENGTH, imgs=rng.integers(0, 256, (8 * LENGTH, 16, 16, 3), dtype=np.uint8))
+    citris_file(root / "train.npz", n=12 * LENGTH, imgs=rng.integers(0, 256, (12 * LENGTH, 16, 16, 3),
+                                                                      dtype=np.uint8))
     import_temporal(root / "train.npz", root / "s.zarr", length=LENGTH, sequences_per_chunk=2, progress=False)
     return root / "s.zarr"
 
@@ -65,8 +70,13 @@ def test_time_contrastive_infonce_trains_and_evaluates_through_the_cli(seq_store
     r = run_cli("train", "--data", seq_store, "--views", "next_frame", "--objective", "infonce", "--encoder", "cnn",
                 "--steps", "3", "--batch-size", "16", "--out", run, "--no-progress", "--device", "cpu")
     assert r.returncode == 0 and "trained infonce with next_frame to step 3" in r.stdout, r.stderr
-    r = run_cli("evaluate", "--run", run, "--data", seq_store, "--metrics", "citris")
+    r = run_cli("evaluate", "--run", run, "--data", seq_store, "--metrics", "citris,temporal", "--out",
+                tmp_path / "report.json")
     assert r.returncode == 0 and "citris (output layer): r2_diag" in r.stdout, r.stdout + r.stderr
+    temporal = json.loads((tmp_path / "report.json").read_text())["metrics"]["temporal"]
+    assert temporal["variables"] == ["class", "position", "rotation", "spot_angle", "obj_hue", "spot_hue", "bg_hue"]
+    assert np.asarray(temporal["r2"]).shape == (7, 7)
+    assert temporal["assignment_kind"] == "post hoc"  # a model without an assignment of its own
 
 
 def test_target_views_are_in_time_order_with_the_steps_variable_targets(seq_store):
@@ -98,8 +108,18 @@ def test_temporal_vaes_train_and_evaluate_through_the_cli(seq_store, tmp_path, o
                 "--encoder", "cnn", "--out-dim", "12", "--steps", "3", "--batch-size", "16", "--out", run,
                 "--no-progress", "--device", "cpu")
     assert r.returncode == 0 and f"trained {objective} with next_frame_targets to step 3" in r.stdout, r.stderr
-    r = run_cli("evaluate", "--run", run, "--data", seq_store, "--metrics", "citris")
+    r = run_cli("evaluate", "--run", run, "--data", seq_store, "--metrics", "citris,temporal", "--out",
+                tmp_path / "report.json")
     assert r.returncode == 0 and "citris (output layer): r2_diag" in r.stdout, r.stdout + r.stderr
+    temporal = json.loads((tmp_path / "report.json").read_text())["metrics"]["temporal"]
+    assert temporal["variables"] == ["class", "position", "rotation", "spot_angle", "obj_hue", "spot_hue", "bg_hue"]
+    assert np.asarray(temporal["r2"]).shape == (7, 7) and len(temporal["assignment"]) == 12
+    if objective == "citris_vae":  # scored under the model's own assignment of its 12 dimensions
+        objective_ = RunDir(run).load().objective(image_size=16)
+        assert temporal["assignment_kind"] == "learned"
+        assert temporal["assignment"] == objective_.learner.assignment().tolist()
+    else:
+        assert temporal["assignment_kind"] == "post hoc"
     r = run_cli("train", "--data", seq_store, "--views", "next_frame_targets", "--objective", objective,
                 "--hp", "n_vars=5", "--steps", "3", "--batch-size", "16", "--out", tmp_path / "bad", "--no-progress")
     assert r.returncode == 2 and "has 7 causal variables" in r.stderr and "n_vars=7" in r.stderr, r.stderr

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from causal import load_dynamic_scm
-from evaluation.temporal_scores import temporal_scores
+from evaluation.temporal_scores import node_factors, temporal_scores
 from training.temporal.fit import build_learner, encode, fit
 from training.temporal.synthetic import SyntheticSequences, synthetic_sequences
 
@@ -92,3 +92,10 @@ def test_learners_take_image_frames(name):
         losses.append(float(out["loss"].detach()))
     assert learner.representation(x_t).shape == (16, 16)
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_node_factors_put_each_latent_and_the_class_in_node_order():
+    lat = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    out = node_factors(lat, ["b", "a"], np.array([5, 6]), "cls", ["a", "cls", "b"])
+    assert np.array_equal(out, [[2, 5, 1], [4, 6, 3]])
+    assert np.array_equal(node_factors(lat, ["b", "a"], None, None, ["a", "b"]), [[2, 1], [4, 3]])
