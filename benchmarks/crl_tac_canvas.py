@@ -69,7 +69,7 @@ def represent(objective: torch.nn.Module, cfg: TrainConfig, images: np.ndarray, 
 
 
 def run_one(store: str, run_dir: Path, method: str, seed: int, steps: int, lr: float, batch: int,
-            bound: str = "exact", entropy_weight: float = 0.0025) -> float | None:
+            bound: str = "exact", entropy_weight: float = 0.0025, channel_net: str = "fast") -> float | None:
     """Train one run to ``steps`` (resuming a shorter one, keeping a longer one); returns its training wall time in
     seconds so far, earlier sessions included (kept in its checkpoint)."""
     ckpt = run_dir / CHECKPOINT
@@ -77,7 +77,8 @@ def run_one(store: str, run_dir: Path, method: str, seed: int, steps: int, lr: f
         cfg = TrainConfig(data=store, objective="crl_tac", views="learned_crop", encoder="tac_cnn", out_dim=50,
                           steps=steps, batch_size=batch, lr=lr, seed=seed, log_every=50, checkpoint_every=250,
                           objective_args={"channel_bound": bound, "entropy_weight": entropy_weight,
-                                          **METHODS[method]})
+                                          "channel_net": channel_net if METHODS[method].get("train_channel", True)
+                                          else "fast", **METHODS[method]})
         train(cfg, run_dir, resume=True, progress=False)
     seconds = load_checkpoint(ckpt).get("seconds")
     return None if seconds is None else float(seconds)
@@ -133,6 +134,8 @@ def main() -> None:
     ap.add_argument("--channel-bound", default="exact", choices=("jensen", "exact"),
                     help="crl_tac's channel_bound (SimCLR's frozen channel does not use it)")
     ap.add_argument("--entropy-weight", type=float, default=0.0025, help="crl_tac's lambda (the paper's 0.0025)")
+    ap.add_argument("--channel-net", default="fast", choices=("fast", "paper"),
+                    help="crl_tac's P(T|X) network (SimCLR's frozen uniform channel always uses the cheap one)")
     ap.add_argument("--probe-fit", type=int, help="fit the probes on the first N training images (default: all)")
     ap.add_argument("--probe-test", type=int, help="score the probes on the first N test images (default: all)")
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
@@ -159,7 +162,8 @@ def main() -> None:
             for method in METHODS:
                 run_dir = out / "runs" / f"{method.lower()}_seed{seed}"
                 seconds[steps][method].append(run_one(str(store), run_dir, method, seed, steps, args.lr,
-                                                      args.batch_size, args.channel_bound, args.entropy_weight))
+                                                      args.batch_size, args.channel_bound, args.entropy_weight,
+                                                      args.channel_net))
                 by_steps[steps][method].append(score(run_dir, fit_set, score_set, cell_px))
                 print(steps, method, seed, {k: round(v, 4) for k, v in by_steps[steps][method][-1].items()},
                       flush=True)
@@ -172,7 +176,8 @@ def main() -> None:
         "command": "python " + " ".join(sys.argv), "dataset": args.dataset,
         "image_size": int(train_set.images.shape[1]), "steps": sorted(args.steps),
         "batch_size": args.batch_size, "lr": args.lr, "seeds": args.seeds, "channel_bound": args.channel_bound,
-        "entropy_weight": args.entropy_weight, "probe_fit": len(fit_set.images), "probe_test": len(score_set.images),
+        "channel_net": args.channel_net, "entropy_weight": args.entropy_weight, "probe_fit": len(fit_set.images),
+        "probe_test": len(score_set.images),
         "raw_pixels_accuracy": raw, "scores": {str(k): v for k, v in by_steps.items()},
         "train_seconds": {str(k): v for k, v in seconds.items()}, "paper": PAPER,
         "torch_threads": torch.get_num_threads(), "machine": platform.platform()}, indent=2) + "\n")

@@ -188,8 +188,11 @@ def test_mass_on_object_hand_computed():
 
 
 def test_channel_starts_uniform():
-    net = ChannelNet(289)
-    assert torch.allclose(net(torch.randn(2, 3, 84, 84)).exp(), torch.full((2, 289), 1 / 289))
+    for net in (ChannelNet(289), ChannelNet(289, layout="paper", image_size=84)):
+        assert torch.allclose(net(torch.randn(2, 3, 84, 84)).exp(), torch.full((2, 289), 1 / 289))
+    paper = ChannelNet(289, layout="paper", image_size=84).net  # Fig. 5: stride 1, pool 2, FC 128 - FC |T|
+    assert [m.stride for m in paper if isinstance(m, torch.nn.Conv2d)] == [(1, 1), (1, 1)]
+    assert paper[6].in_features == 32 * 42 * 42 and not isinstance(paper[7], torch.nn.ReLU)
 
 
 @pytest.fixture(scope="module")

@@ -75,17 +75,30 @@ def nonblank_crops(images: torch.Tensor, grid: CropGrid) -> torch.Tensor:
 
 
 class ChannelNet(nn.Module):
-    """P(T|X) from the whole image: Conv 32 - ReLU - Conv 32 - ReLU - average pool - FC 128 - ReLU - FC |T|
-    (paper 002, Fig. 5; stride-2 convolutions and an adaptive pool keep it cheap at any size). The last layer
-    starts at zero, so training starts from the uniform channel: SimCLR's."""
+    """P(T|X) from the whole image. ``layout="fast"``: Conv 32 - ReLU - Conv 32 - ReLU - average pool - FC 128 -
+    ReLU - FC |T| with stride-2 convolutions and an adaptive pool to 10 x 10 (cheap at any size). ``"paper"``: paper
+    002's Fig. 5 as drawn, stride-1 convolutions, a 2 x 2 average pool, FC 128 - FC |T| (an FC of 32 (S/2)^2 inputs
+    at image size S). Either way the last layer starts at zero, so training starts from the uniform channel:
+    SimCLR's."""
 
-    def __init__(self, n_crops: int, in_channels: int = 3, width: int = 32, hidden: int = 128, pooled: int = 10):
+    def __init__(self, n_crops: int, in_channels: int = 3, width: int = 32, hidden: int = 128, pooled: int = 10,
+                 layout: str = "fast", image_size: int = 0):
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(width, width, 3, stride=2, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(pooled), nn.Flatten(),
-            nn.Linear(width * pooled * pooled, hidden), nn.ReLU(), nn.Linear(hidden, n_crops))
+        if layout == "paper":
+            if image_size < 2:
+                raise ValueError("the paper's channel layout needs the image size")
+            self.net = nn.Sequential(
+                nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(), nn.Conv2d(width, width, 3, padding=1),
+                nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(width * (image_size // 2) ** 2, hidden),
+                nn.Linear(hidden, n_crops))
+        elif layout == "fast":
+            self.net = nn.Sequential(
+                nn.Conv2d(in_channels, width, 3, stride=2, padding=1), nn.ReLU(),
+                nn.Conv2d(width, width, 3, stride=2, padding=1), nn.ReLU(),
+                nn.AdaptiveAvgPool2d(pooled), nn.Flatten(),
+                nn.Linear(width * pooled * pooled, hidden), nn.ReLU(), nn.Linear(hidden, n_crops))
+        else:
+            raise ValueError(f"unknown channel layout {layout!r}; choose fast or paper")
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
 

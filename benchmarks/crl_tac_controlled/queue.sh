@@ -17,3 +17,7 @@ for seed in 0 1; do
   $H --name fix_lam0.01 --seed $seed --args '{"entropy_weight": 0.01}'
   $H --name fix_lam0.02 --seed $seed --args '{"entropy_weight": 0.02}'
 done
+# row 8 of the comparison (the fixed code, no patch needed): P(T|X)'s network as paper 002's Fig. 5 draws it
+for seed in 0 1; do
+  $H --name fix_paper_channel --seed $seed --args '{"channel_net": "paper"}'
+done

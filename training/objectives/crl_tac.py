@@ -90,6 +90,7 @@ class CRLTAC(Objective):
             other views of the image; default) or "jensen" (the lower bound the encoder phase uses). On the
             canvas, exact gave the channel more mass on the digit and f higher accuracy (results/crl_tac_canvas*,
             made before the channel phase counted the anchor in its denominator; results/crl_tac_mnist5k after).
+        channel_net: P(T|X)'s network, "fast" (default) or "paper" (Fig. 5 as drawn; ``training.channel.ChannelNet``).
     Needs ``--views learned_crop``; the encoder sees crops (e.g. ``--encoder tac_cnn --out-dim 50``), the
     representation of an image is E_{P(T|X)}[h(T(X))] over every crop, normalised (``features``: E[f(T(X))]).
     """
@@ -98,16 +99,17 @@ class CRLTAC(Objective):
 
     def __init__(self, encoder: nn.Module, *, beta: Positive = 0.5, m: Annotated[int, Range(ge=2)] = 8,
                  entropy_weight: NonNegative = 0.0025, train_channel: bool = True, crop: Count | None = None,
-                 stride: Count | None = None, top: Count = 8, channel_bound: Literal["jensen", "exact"] = "exact"):
+                 stride: Count | None = None, top: Count = 8, channel_bound: Literal["jensen", "exact"] = "exact",
+                 channel_net: Literal["fast", "paper"] = "fast"):
         super().__init__(encoder, beta=beta, m=m, entropy_weight=entropy_weight, train_channel=train_channel,
-                         crop=crop, stride=stride, top=top, channel_bound=channel_bound)
+                         crop=crop, stride=stride, top=top, channel_bound=channel_bound, channel_net=channel_net)
         self.jensen = channel_bound == "jensen"
         if not isinstance(encoder, Encoder) or not encoder.image_size:
             raise UserError("crl_tac needs an image encoder (e.g. --encoder tac_cnn)")
         self.grid = crop_grid(int(encoder.image_size), crop, stride)
         self.beta, self.m, self.entropy_weight, self.top = float(beta), m, float(entropy_weight), max(1, int(top))
         self.train_channel = bool(train_channel)
-        self.channel = ChannelNet(self.grid.n)
+        self.channel = ChannelNet(self.grid.n, layout=channel_net, image_size=int(encoder.image_size))
         self.channel.requires_grad_(self.train_channel)
         self.phases = ("encoder", "channel") if self.train_channel else ("encoder",)
         self.draws_per_image = 2 * m  # uniforms the view maker supplies: m per phase
