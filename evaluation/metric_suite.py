@@ -49,9 +49,9 @@ METRICS: dict[str, Callable[..., dict[str, float]]] = {"dci": _dci, "dci_es": _d
                                                        "citris": _citris}
 
 
-# metrics that need more than (factors, codes): scored by evaluation.run_report from the run and the store
-RUN_METRICS = {"temporal": "sequence stores: CITRIS's variable-level R^2 diag/sep under the run's learned "
-                           "assignment of latents to causal variables (post hoc for models without one), DCI, MIG"}
+# metrics that need more than (factors, codes), scored by evaluation.run_report from the run and the store:
+# temporal (sequence stores: CITRIS's variable-level R^2 under the run's own assignment of latents to variables)
+RUN_METRICS = ("temporal",)
 
 
 def parse_metrics(text: str | Sequence[str] | None) -> list[str]:

@@ -123,3 +123,22 @@ def test_temporal_vaes_train_and_evaluate_through_the_cli(seq_store, tmp_path, o
     r = run_cli("train", "--data", seq_store, "--views", "next_frame_targets", "--objective", objective,
                 "--hp", "n_vars=5", "--steps", "3", "--batch-size", "16", "--out", tmp_path / "bad", "--no-progress")
     assert r.returncode == 2 and "has 7 causal variables" in r.stderr and "n_vars=7" in r.stderr, r.stderr
+
+
+def test_a_citris_run_saved_before_the_classifier_existed_evaluates_and_resumes(seq_store, tmp_path):
+    run = tmp_path / "old"
+    r = run_cli("train", "--data", seq_store, "--views", "next_frame_targets", "--objective", "citris_vae",
+                "--hp", "beta_classifier=0", "--encoder", "cnn", "--out-dim", "12", "--steps", "2", "--batch-size",
+                "8", "--out", run, "--no-progress", "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads((run / "config.json").read_text())
+    del cfg["objective_args"]["beta_classifier"]  # as saved before the argument existed: the default (2) applies
+    (run / "config.json").write_text(json.dumps(cfg))
+    r = run_cli("evaluate", "--run", run, "--data", seq_store, "--no-kernel")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("train", "--data", seq_store, "--views", "next_frame_targets", "--objective", "citris_vae",
+                "--encoder", "cnn", "--out-dim", "12", "--steps", "3", "--batch-size", "8", "--out", run,
+                "--no-progress", "--device", "cpu", "--resume")
+    assert r.returncode == 0 and "to step 3" in r.stdout, r.stderr
+    objective = RunDir(run).load().objective(image_size=16)
+    assert objective.learner.classifier is None  # it went on as it had trained

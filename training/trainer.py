@@ -250,9 +250,10 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
     objective: nn.Module = run.objective.to(device)
     if world > 1 and device.type == "cuda":  # global-batch BatchNorm statistics; torch has no CPU SyncBatchNorm
         objective = nn.SyncBatchNorm.convert_sync_batchnorm(objective)
+    if state is not None:  # the weights first: loading may decide which parameters the optimiser gets
+        objective.load_state_dict(state["model"])
     optimizer = torch.optim.Adam(objective.param_groups(), lr=cfg.lr)
     if state is not None:
-        objective.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
     model = objective
     phases = tuple(objective.phases) or ("",)  # one optimiser step per phase; most objectives have one, unnamed

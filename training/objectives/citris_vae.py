@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
@@ -32,6 +33,13 @@ class CitrisVAEObjective(TransitionObjective):
         super().__init__(encoder, n_vars=n_vars, lik_var=lik_var, beta=beta, lambda_reg=lambda_reg,
                          prior_hidden=prior_hidden, beta_classifier=beta_classifier,
                          classifier_lr_scale=classifier_lr_scale)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """Weights saved without the target classifier (runs trained before it existed, when a run's saved
+        arguments did not name it) load into a model without it: such a run evaluates and resumes as it trained."""
+        if self.learner.classifier is not None and not any(k.startswith("learner.classifier.") for k in state_dict):
+            self.learner.classifier = None
+        return super().load_state_dict(state_dict, strict, assign)
 
     def build(self, encoder: nn.Module, n_vars: int, hparams: dict[str, Any]) -> nn.Module:
         from training.temporal.citris_vae import CitrisVAE
