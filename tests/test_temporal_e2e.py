@@ -3,17 +3,18 @@ by a fixed random invertible MLP; 200 training sequences of 20 steps, 50 held-ou
 the true intervention targets, groups its latents by causal variable far better than an untrained encoder, and
 the same model trained on shuffled targets does not.
 
-Measured with this exact setting (4000 steps, Adam lr 3e-3, batches of 256, lambda_reg = 0, 16 latents, linear
-regressors), variable-level R^2 diag on held-out frames for seeds 0 / 1 / 2 (``python
-benchmarks/temporal_synthetic.py --seeds S --regressor linear --rows untrained citris_vae
+Measured with this exact setting (2000 steps, Adam lr 3e-3, batches of 256, lambda_reg = 0, 16 latents, linear
+regressors, no target classifier), variable-level R^2 diag on held-out frames for seeds 0 / 1 / 2 (``python
+benchmarks/temporal_synthetic.py --steps 2000 --seeds S --regressor linear --rows untrained citris_vae
 citris_vae_shuffled_targets``):
     untrained encoder, post-hoc grouping:      0.183 / 0.171 / 0.248
-    CITRIS-style VAE, learned grouping:        0.725 / 0.522 / 0.855
-    same, shuffled targets, learned grouping:  0.113 / 0.125 / 0.082
-Random Gaussian codes score diag < 0.02. The test runs seed 0 and asserts the CITRIS-style model beats the untrained
-encoder by 0.25 (the smallest measured gap is 0.35) and the shuffled-target control by 0.3 (smallest measured gap
-0.40), and that the control is no better than the untrained encoder plus 0.1.
-Training takes about 30 s per model on one free thread (up to 75 s on a shared machine).
+    CITRIS-style VAE, learned grouping:        0.714 / 0.496 / 0.819
+    same, shuffled targets, learned grouping:  0.116 / 0.134 / 0.093
+(at 4000 steps: 0.725 / 0.522 / 0.855 and 0.113 / 0.125 / 0.082.) Random Gaussian codes score diag < 0.02. The test
+runs seed 0 and asserts the CITRIS-style model beats the untrained encoder by 0.25 (the smallest measured gap is
+0.33) and the shuffled-target control by 0.3 (smallest measured gap 0.36), and that the control is no better than
+the untrained encoder plus 0.1.
+Training takes about 10 s per model on one free thread.
 """
 
 import numpy as np
@@ -25,7 +26,7 @@ from evaluation.temporal_scores import node_factors, temporal_scores
 from training.temporal.fit import build_learner, encode, fit
 from training.temporal.synthetic import SyntheticSequences, synthetic_sequences
 
-SEED, STEPS = 0, 4000
+SEED, STEPS = 0, 2000
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_citris_vae_beats_untrained_encoder_and_shuffled_targets(data):
     citris, losses = _scores(data, build_learner("citris_vae", 20, 7, 16, SEED, lambda_reg=0.0), STEPS)
     control, _ = _scores(data, build_learner("citris_vae", 20, 7, 16, SEED, lambda_reg=0.0), STEPS, shuffled=True)
     assert untrained["assignment_kind"] == "post hoc" and citris["assignment_kind"] == "learned"
-    assert np.mean(losses[-100:]) < 0.2 * np.mean(losses[:100])
+    assert np.mean(losses[-100:]) < 0.25 * np.mean(losses[:100])  # measured 0.21 at 2000 steps (seed 0)
     assert citris["diag"] > untrained["diag"] + 0.25, (citris["diag"], untrained["diag"])
     assert citris["diag"] > control["diag"] + 0.3, (citris["diag"], control["diag"])
     assert control["diag"] < untrained["diag"] + 0.1
