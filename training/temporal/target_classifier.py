@@ -16,6 +16,8 @@ means, the same numbers). Gradients reach the assignment through the straight-th
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -61,10 +63,7 @@ class TargetClassifier(nn.Module):
         self.net = nn.Sequential(nn.Linear(3 * n_latents, hidden), nn.LayerNorm(hidden), nn.SiLU(),
                                  nn.Linear(hidden, n_vars))
         nn.init.zeros_(self.net[-1].weight)
-        self.ema = nn.Sequential(nn.Linear(3 * n_latents, hidden), nn.LayerNorm(hidden), nn.SiLU(),
-                                 nn.Linear(hidden, n_vars))
-        self.ema.load_state_dict(self.net.state_dict())
-        self.ema.requires_grad_(False)
+        self.ema = copy.deepcopy(self.net).requires_grad_(False)
         self.register_buffer("count", torch.zeros(()))
         self.register_buffer("hits", torch.zeros(n_vars))
         self.register_buffer("joint", torch.zeros(n_vars, n_vars))

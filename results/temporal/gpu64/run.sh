@@ -39,12 +39,8 @@ parallel "$steps" main
 mkdir -p "$out"
 python3 - "$work" "$out" <<'PY'
 import glob, json, sys
-runs, first = [], {}
-for f in sorted(glob.glob(f"{sys.argv[1]}/main_*/results.json")):
-    d = json.load(open(f))
-    runs += d["runs"]
-    first.update(d["r2_first_seed"])
-json.dump({"meta": {}, "runs": runs, "r2_first_seed": first}, open(f"{sys.argv[2]}/results.json", "w"))
+runs = [r for f in sorted(glob.glob(f"{sys.argv[1]}/main_*/results.json")) for r in json.load(open(f))["runs"]]
+json.dump({"meta": {}, "runs": runs}, open(f"{sys.argv[2]}/results.json", "w"))
 PY
 python3 "$bench" "${common[@]}" --seeds $seeds --steps "$steps" --out "$out"
 echo "total: $(( $(date +%s) - start )) s"
