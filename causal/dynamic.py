@@ -210,7 +210,7 @@ class DynamicSCM:
         nodes = []
         for raw in self.spec["nodes"]:
             node = {k: v for k, v in raw.items() if k not in DYNAMIC_NODE_KEYS and k != "mechanism"}
-            node["mechanism"] = raw["initial"]
+            node["mechanism"] = raw.get("initial", raw["mechanism"])  # default: the mechanism (no lag parents)
             nodes.append(node)
         return {"name": self.name, "description": f"step 0 of the dynamic SCM {self.name}", "nodes": nodes}
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -69,5 +70,20 @@ def metric_suite(names: Sequence[str], z_fit: np.ndarray, c_fit: np.ndarray, z_s
     """{metric: its numbers} for the codes ``c`` (N, L) against the factors ``z`` (N, K) of both splits (names in
     ``RUN_METRICS`` are left to the caller)."""
     return {name: {k: (float(v) if isinstance(v, int | float | np.floating) else v)
-                   for k, v in METRICS[name](z_fit, c_fit, z_score, c_score).items()} for name in names
+                   for k, v in _scored(name, z_fit, c_fit, z_score, c_score).items()} for name in names
             if name in METRICS}
+
+
+def _scored(name: str, *splits: np.ndarray) -> dict[str, float]:
+    """One metric's numbers (a refusal names the metric)."""
+    with metric_named(name):
+        return METRICS[name](*splits)
+
+
+@contextmanager
+def metric_named(name: str) -> Iterator[None]:
+    """A metric's refusal (e.g. too few samples) names the metric, so the user knows which one to drop or feed."""
+    try:
+        yield
+    except UserError as exc:
+        raise UserError(f"metric {name}: {exc}") from None

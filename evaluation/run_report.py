@@ -40,12 +40,7 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     stored_views = info.views
     if isinstance(run.data, StoreData) and Path(run.data.path).exists():
         train_info = store_info(run.data.path, allow_partial=True)
-        if (train_info.scene, train_info.latent_names) != (info.scene, info.latent_names):
-            raise UserError(f"{test_store} is a {info.scene} store but the run was trained on {train_info.scene} "
-                            f"({cfg.data}); evaluate on a store of the same scene and latents")
-        if train_info.image_size != info.image_size:
-            raise UserError(f"{test_store} has {info.image_size} px images, the run was trained on "
-                            f"{train_info.image_size} px")
+        check_comparable(train_info, info, cfg.data)
         stored_views = train_info.views  # the pairs the run was trained on
     rows = info.rows
     if rows.size < 20:
@@ -107,9 +102,34 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     return report
 
 
+def check_comparable(train: Any, test: Any, train_path: str) -> None:
+    """A run scores on a test store whose latents mean what its training store's meant: the same latent names (in
+    order) and groups, classes and image size. The scene's name is not compared: a store imported from a published
+    file and one rendered here hold the same factors under different scene names."""
+    for what, a, b in (("latents", train.latent_names, test.latent_names),
+                       ("latent groups", train.latent_groups, test.latent_groups),
+                       ("classes", train.class_names, test.class_names)):
+        if a != b:
+            raise UserError(f"{test.path} has {what} {_listed(b)} but the run was trained on {_listed(a)} "
+                            f"({train_path}); evaluate on a store of the same latents")
+    if train.image_size != test.image_size:
+        raise UserError(f"{test.path} has {test.image_size} px images, the run was trained on {train.image_size} px")
+
+
+def _listed(value: Any) -> str:
+    """A list or mapping of names for a message, short enough for one line."""
+    if isinstance(value, dict):
+        value = [f"{k}: {'+'.join(v)}" for k, v in value.items()]
+    if not value:
+        return "none"
+    text = ", ".join(map(str, value))
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
 def _temporal(run: Any, info: Any, enc: dict[str, np.ndarray], fit_n: int) -> dict[str, Any]:
     """The ``temporal`` metric: CITRIS's variable-level scores of the output layer on a sequence store, grouped by
     the run's learned assignment when its model has one (CITRIS-style), else post hoc."""
+    from evaluation.metric_suite import metric_named
     from evaluation.temporal_scores import node_factors, sequence_store_scores
 
     seq = info.attrs.sequences
@@ -120,4 +140,5 @@ def _temporal(run: Any, info: Any, enc: dict[str, np.ndarray], fit_n: int) -> di
     assignment = learner.assignment() if hasattr(learner, "assignment") else None
     factors = node_factors(enc["latents"], info.latent_names, enc.get("classes"), info.attrs.class_node,
                            list(seq["intervention_names"]))
-    return sequence_store_scores(seq, factors, enc["output"], fit_n, assignment)
+    with metric_named("temporal"):
+        return sequence_store_scores(seq, factors, enc["output"], fit_n, assignment)

@@ -17,7 +17,8 @@ from torch.nn import functional as F
 
 from causal.errors import UserError
 from store.attrs import StoreAttrs
-from store.zarr_io import ChunkData, n_chunks, prepare, write_chunk
+from store.memory import check_fits
+from store.zarr_io import ChunkData, done_mask, prepare, write_chunk
 
 HAIR_COLOURS = ("Black_Hair", "Blond_Hair", "Brown_Hair", "Gray_Hair")  # CelebA's hair-colour attributes
 
@@ -182,6 +183,49 @@ def _subset(ds: ImageDataset, rows: slice) -> ImageDataset:
     return ImageDataset(ds.name, ds.images[rows], {k: v[rows] for k, v in ds.labels.items()}, ds.label_names)
 
 
+# rows of each dataset's (train, test) split and the size its images come in (0: resized one by one, CelebA's crops);
+# digits has one split, and digits_canvas resizes all 1797 digits before it splits them
+DATASET_ROWS = {"digits": (1797, 1797, 8), "mnist5k": (4000, MNIST5K_TEST, 28), "mnist": (60000, 10000, 28),
+                "fashionmnist": (60000, 10000, 28), "emnist": (112800, 18800, 28), "cifar10": (50000, 10000, 32),
+                "celeba": (162770, 19962, 0)}
+DEFAULT_SIZES = {"cifar10": 32, "celeba": 64}  # image size without --size (the others: 28)
+# bytes per value (image x pixel x channel) while a whole set is resized: its float32 input, interpolated, rounded
+# and clamped copies, then the uint8 result (measured 12.3 for mnist5k at 128 px)
+RESIZE_BYTES_PER_VALUE = 13
+
+
+def dataset_memory(name: str, train: bool = True, size: int | None = None) -> int | None:
+    """Estimated peak bytes of building dataset ``name`` (:func:`load_dataset`) and writing it: count x size^2 x 3
+    values, ``RESIZE_BYTES_PER_VALUE`` each while the set is resized (1 when it comes in that size), or a canvas
+    set's images and canvases (1 + CANVAS_CELLS^2 + 1 for the split's copy) if more; None for an unknown name."""
+    name = name.lower()
+    base = name.removesuffix("_canvas")
+    if base not in DATASET_ROWS or name not in DATASETS:
+        return None
+    train_rows, test_rows, native = DATASET_ROWS[base]
+    size = image_size(name, size)
+    per_value = RESIZE_BYTES_PER_VALUE if native and native != size else 1
+    if name != base:
+        per_value = max(per_value, 2 + CANVAS_CELLS * CANVAS_CELLS)
+    return (train_rows if train else test_rows) * size * size * 3 * per_value
+
+
+def image_size(name: str, size: int | None = None) -> int:
+    """The size a dataset's images are made in: ``size``, else the dataset's default (a canvas set's: its digit's)."""
+    return size or DEFAULT_SIZES.get(name.lower().removesuffix("_canvas"), 28)
+
+
+def check_dataset_memory(name: str, train: bool = True, size: int | None = None,
+                         available: int | None = None) -> None:
+    """Refuse a dataset whose images (and canvases) would not fit in memory, before any is read
+    (``store.memory.check_fits`` with :func:`dataset_memory`)."""
+    need = dataset_memory(name, train, size)
+    if need is not None:
+        what = "digits" if name.lower().endswith("_canvas") else "images"
+        check_fits(need, f"{name} ({'train' if train else 'test'} split) with {image_size(name, size)} px {what} needs",
+                   "lower --size", available)
+
+
 def load_dataset(name: str, root: str | None = None, train: bool = True, download: bool = False,
                  size: int | None = None) -> ImageDataset:
     """A dataset by name: ``digits`` and ``mnist5k`` need nothing; the torchvision ones need ``root`` (and
@@ -208,17 +252,18 @@ def load_dataset(name: str, root: str | None = None, train: bool = True, downloa
 
 def write_dataset_store(ds: ImageDataset, out: str | Path, chunk_size: int = 256, overwrite: bool = False,
                         source: str = "") -> str:
-    """Write ``ds`` as an ident3d store at ``out`` (refused if it exists, unless ``overwrite``); returns the path."""
+    """Write ``ds`` as an ident3d store at ``out`` (a new or empty folder; a store of the same dataset and settings is
+    completed, or left as it is when complete; any other store is replaced only with ``overwrite``, as
+    ``store.zarr_io.prepare`` decides for every writer); returns the path."""
     out = str(out)
-    if Path(out).exists() and not overwrite:
-        raise UserError(f"{out} already exists; pass --overwrite to replace it")
     n = len(ds.images)
     layout = {"n": n, "chunk_size": chunk_size, "height": ds.images.shape[1], "width": ds.images.shape[2],
               "n_latents": len(ds.labels), "has_classes": True, "views": []}
     attrs = StoreAttrs.converted(ds.name, {k: ds.label_names[k] for k in ds.labels}, n, chunk_size, source or ds.name)
     group = prepare(out, attrs, layout, overwrite)
     latents = np.stack(list(ds.labels.values()), axis=1).astype(np.float32)
-    for k in range(n_chunks(n, chunk_size)):
+    done = done_mask(group, out)
+    for k in np.flatnonzero(~done).tolist():
         sl = slice(k * chunk_size, min(n, (k + 1) * chunk_size))
         write_chunk(group, k, ChunkData(ds.images[sl], latents[sl], ds.classes[sl]), {})
     return out

@@ -259,13 +259,26 @@ def import_layout(source: PublishedSource, chunk_size: int, level: int = IMAGE_L
             "image_level": level}
 
 
-def refuse_finished(out: str, overwrite: bool) -> None:
-    """An existing, complete store is kept unless ``overwrite`` (a partial one is resumed by ``prepare``)."""
-    if overwrite or not (Path(out) / "zarr.json").is_file():
-        return
-    done = done_mask(open_store(out))
-    if done.all():
-        raise UserError(f"{out} is already a complete store ({len(done)} chunks); pass --overwrite to import again")
+def check_same_import(group: Any, out: str, attrs: StoreAttrs, level: int) -> None:
+    """An existing store is resumed, or left as it is when complete, only if it was imported from the same source
+    files (their sha256) with the same image ``level``: what the fingerprint that ``prepare`` compares leaves out."""
+    old = read_attrs(group, out)
+    codec = next(iter(group["images"].compressors), None)
+    diff = [what for what, same in (("source files", old.source_sha256 == attrs.source_sha256),
+                                    ("--compression-level", getattr(codec, "level", level) == level)) if not same]
+    if diff:
+        raise UserError(f"{out} was imported with different {', '.join(diff)}; use another --out, or --overwrite to "
+                        "replace it")
+
+
+def check_import_options(compression_level: int, workers: int | None, connect_timeout: float) -> None:
+    """The options every import takes, each a one-line ``ParameterError``: the zstd level, the local worker count
+    and the seconds to wait for a ``--scheduler``."""
+    check_whole(compression_level, "compression_level", 22, "(zstd's levels)")
+    if workers is not None:
+        check_whole(workers, "workers")
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
+        raise ParameterError("connect_timeout", f"must be a positive number of seconds, got {connect_timeout!r}")
 
 
 # ----- the worker side -------------------------------------------------------------------------------
@@ -342,7 +355,8 @@ def import_published(src: str | Path, out: str | Path, fmt: str, split: str | No
                      workers: int | None = None, scheduler: str | None = None, overwrite: bool = False,
                      progress: bool = True, compression_level: int = IMAGE_LEVEL,
                      connect_timeout: float = CONNECT_TIMEOUT_S) -> ImportReport:
-    """Import a published folder into a v1 store (or resume one: chunks already done are skipped).
+    """Import a published folder into a v1 store, or resume one (chunks already done are skipped; a complete store
+    of the same source and settings is left as it is).
 
     Validates the latents and every image file first (one-line ``UserError``s, nothing created); then one Dask
     task per chunk decodes and writes it, on ``workers`` local processes (default one per core) or an existing
@@ -354,18 +368,15 @@ def import_published(src: str | Path, out: str | Path, fmt: str, split: str | No
     from render.driver import connect
 
     check_whole(chunk_size, "chunk_size")
-    check_whole(compression_level, "compression_level", 22, "(zstd's levels)")
-    if workers is not None:
-        check_whole(workers, "workers")
-    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
-        raise ParameterError("connect_timeout", f"must be a positive number of seconds, got {connect_timeout!r}")
+    check_import_options(compression_level, workers, connect_timeout)
     out = store_path(out)
-    refuse_finished(out, overwrite)
     source = read_source(src, fmt, split)
     layout = import_layout(source, chunk_size, compression_level)
+    attrs = import_attrs(source, chunk_size)
     client = connect(scheduler, float(connect_timeout)) if scheduler else None  # before anything is created
     try:
-        group = prepare(out, import_attrs(source, chunk_size), layout, overwrite)
+        group = prepare(out, attrs, layout, overwrite)
+        check_same_import(group, out, attrs, compression_level)
         done = done_mask(group)
         report = ImportReport(out, len(source), len(done), skipped=[int(k) for k in np.flatnonzero(done)])
         todo = [k for k in range(len(done)) if not done[k]]
@@ -379,10 +390,12 @@ def import_published(src: str | Path, out: str | Path, fmt: str, split: str | No
     return report
 
 
-def check_whole(x: object, param: str, most: int | None = None, why: str = "") -> None:
-    """A whole number from 1 (to ``most``), or one line naming ``param`` (``ParameterError``)."""
-    if not isinstance(x, int | np.integer) or isinstance(x, bool) or x <= 0 or (most is not None and x > most):
-        want = f"a whole number from 1 to {most}{' ' + why if why else ''}" if most else "a whole number >= 1"
+def check_whole(x: object, param: str, most: int | None = None, why: str = "", least: int = 1) -> None:
+    """A whole number from ``least`` (to ``most``), or one line naming ``param`` (``ParameterError``), worded as every
+    command words it: "must be a whole number >= 2, got 1"."""
+    if not isinstance(x, int | np.integer) or isinstance(x, bool) or x < least or (most is not None and x > most):
+        want = f"a whole number from {least} to {most}{' ' + why if why else ''}" if most else \
+            f"a whole number >= {least}{' ' + why if why else ''}"
         raise ParameterError(param, f"must be {want}, got {x!r}")
 
 

@@ -12,9 +12,11 @@ split holding ONE long sequence of N frames:
 - ``interventions``: 12 columns (the 10 above, shape, material); row t says which factors were intervened on in
   the step from frame t to t + 1 (the generator writes N - 1 rows).
 
-An import cuts the chain into sequences of ``length`` frames (the remainder, fewer than ``length`` frames, is left
-out and reported), converts the factors into the ``temporal_causal3dident`` SCM's units (positions / 2, angles
-as pi x value in [-1, 1]) and shapes into its class order, and moves the targets to our convention (row t: the
+An import first checks the whole file (every member's type, shape and values, and that the images' payload reads
+to its end with the bytes its header promises and the zip's CRC), then cuts the chain into sequences of ``length``
+frames (the remainder, fewer than ``length`` frames, is left out and reported), converts the factors into the
+``temporal_causal3dident`` SCM's units (positions / 2, angles as pi x value in [-1, 1]) and shapes into its class
+order, and moves the targets to our convention (row t: the
 step that reached frame t; none at a sequence's step 0). An export writes the store's sequences back as one chain;
 a transition from one sequence into the next is recorded as an intervention on every factor (a new sequence
 starts from values drawn uniformly and independently of the last frame, which is what a joint hard intervention
@@ -27,9 +29,14 @@ N - 1 or N rows of ``interventions`` (both are accepted; an N-th row is ignored)
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import time
+import uuid
 import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -39,10 +46,22 @@ import numpy as np
 from causal import SCM, load_scm
 from causal.errors import UserError
 from causal.loading import load_dynamic_scm
+from render.driver import CONNECT_TIMEOUT_S, ChunkFailure
 from render.latents_io import GivenLatents
-from render.sequences import SEQUENCE_ARRAYS
 from store.attrs import StoreAttrs, read_attrs
-from store.zarr_io import IMAGE_LEVEL, ChunkData, chunk_bounds, done_mask, open_store, prepare, write_chunk, write_given
+from store.zarr_io import (
+    IMAGE_LEVEL,
+    ChunkData,
+    chunk_bounds,
+    decode_error,
+    done_mask,
+    open_store,
+    prepare,
+    read_rows,
+    sequence_layout,
+    write_chunk,
+    write_given,
+)
 
 FORMAT = "temporal_causal3dident"
 SPEC = "temporal_causal3dident"  # the dynamic SCM whose units and names the store uses
@@ -87,6 +106,11 @@ def factors_to_citris(values: dict[str, np.ndarray]) -> np.ndarray:
 
 
 # ----- reading a file --------------------------------------------------------------------------------
+NUMERIC = "biuf"  # dtype kinds a factor array may hold: bool, signed and unsigned integers, floats
+BLOCK = 1 << 24  # bytes of imgs read at a time when checking its payload (memory stays bounded)
+READ_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError)  # a damaged member or not an .npy
+
+
 def _npy_header(fh: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
     """(shape, fortran order, dtype) of the .npy stream ``fh``, which is left at the start of the data."""
     version = np.lib.format.read_magic(fh)
@@ -95,11 +119,62 @@ def _npy_header(fh: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
 
 
 def _member(zf: zipfile.ZipFile, key: str, path: Path) -> str:
+    """The zip member holding ``key``, or one line listing what the file holds."""
     name = f"{key}.npy"
     if name not in zf.namelist():
         raise UserError(f"{path} has no {key!r} array (found: {', '.join(n[:-4] for n in zf.namelist())}); a "
                         f"Temporal Causal3DIdent file holds {', '.join(KEYS)}")
     return name
+
+
+@contextmanager
+def _reading(path: Path, key: str) -> Iterator[None]:
+    """Turn a failure to read member ``key`` (bad CRC, truncated or corrupt data, not an .npy) into one line."""
+    try:
+        yield
+    except UserError:
+        raise
+    except READ_ERRORS as exc:
+        raise UserError(f"{path}: {key} cannot be read ({decode_error(exc)}); the file is damaged: download it "
+                        "again") from None
+
+
+def _factor_array(zf: zipfile.ZipFile, key: str, path: Path) -> np.ndarray:
+    """A small member (raw_latents, shape_latents, interventions) read whole, so its CRC is checked, and refused
+    unless it holds numbers (strings, objects and records are named in one line; objects are never unpickled)."""
+    name = _member(zf, key, path)
+    with _reading(path, key):
+        fh = io.BytesIO(zf.read(name))
+        _, _, dtype = _npy_header(fh)
+        if dtype.kind not in NUMERIC:
+            raise UserError(f"{path}: {key} holds {dtype} values; expected numbers")
+        fh.seek(0)
+        return np.load(fh, allow_pickle=False)
+
+
+def _image_header(zf: zipfile.ZipFile, path: Path) -> tuple[int, int, int, int]:
+    """(N, H, W, C) from imgs' .npy header: N >= 1 frames of H x W x 3 (or 4) uint8 in C order."""
+    with _reading(path, "imgs"), zf.open(_member(zf, "imgs", path)) as fh:
+        shape, fortran, dtype = _npy_header(fh)
+    if len(shape) != 4 or dtype != np.uint8 or shape[3] not in (3, 4) or fortran:
+        raise UserError(f"{path}: imgs is {dtype} {shape}; expected N x H x W x 3 (or 4) uint8 in C order")
+    if shape[0] == 0:
+        raise UserError(f"{path}: imgs holds no frames; a Temporal Causal3DIdent file holds a chain of frames")
+    return shape
+
+
+def _check_image_payload(zf: zipfile.ZipFile, path: Path, shape: tuple[int, ...]) -> None:
+    """Read imgs to its end in blocks (memory stays bounded): it must hold exactly the bytes its header promises
+    and pass the zip's CRC, so a short or damaged member is refused before any store exists."""
+    want = int(np.prod(shape))
+    got = 0
+    with _reading(path, "imgs"), zf.open("imgs.npy") as fh:
+        _npy_header(fh)
+        for block in iter(lambda: fh.read(BLOCK), b""):
+            got += len(block)
+    if got != want:
+        raise UserError(f"{path}: imgs holds {got} bytes of pixels but its header promises {want} ({shape}); the "
+                        "file is truncated or damaged: download it again")
 
 
 @dataclass(frozen=True)
@@ -119,7 +194,8 @@ class TemporalFile:
 
 
 def read_temporal(src: str | Path) -> TemporalFile:
-    """Open and check a Temporal Causal3DIdent ``.npz`` (one line naming what is wrong; the images are not read)."""
+    """Open and check a whole Temporal Causal3DIdent ``.npz``: every member's type, shape and values, and the
+    images' full payload (read once, in blocks, not kept); the first problem is one line naming it."""
     path = Path(src).expanduser()
     if not path.is_file():
         raise UserError(f"{path} is not a file; give a Temporal Causal3DIdent split file such as train.npz")
@@ -129,32 +205,38 @@ def read_temporal(src: str | Path) -> TemporalFile:
         raise UserError(f"{path} is not an .npz (zip) file ({exc}); give a Temporal Causal3DIdent split file") \
             from None
     with zf:
-        with zf.open(_member(zf, "imgs", path)) as fh:
-            shape, fortran, dtype = _npy_header(fh)
-        arrays = {k: np.load(zf.open(_member(zf, k, path)), allow_pickle=False) for k in KEYS[1:]}
-    if len(shape) != 4 or dtype != np.uint8 or shape[3] not in (3, 4) or fortran:
-        raise UserError(f"{path}: imgs is {dtype} {shape}; expected N x H x W x 3 (or 4) uint8 in C order")
-    n, h, w, c = shape
-    raw, shapes, steps = arrays["raw_latents"], arrays["shape_latents"], arrays["interventions"]
+        n, h, w, c = _image_header(zf, path)
+        raw, shapes, steps = (_factor_array(zf, k, path) for k in KEYS[1:])
+        shapes = _check_factors(path, n, raw, shapes, steps)
+        _check_image_payload(zf, path, (n, h, w, c))
+    static = _static_scm()
+    ours = factors_to_ours(raw)
+    latents = np.stack([ours[name] for name in static.names], axis=1).astype(np.float32)
+    order = [static.class_names.index(name) for name in SHAPES]
+    classes = np.asarray(order, dtype=np.int64)[shapes]
+    return TemporalFile(path.resolve(), n, h, w, c, latents, classes, steps[: n - 1].astype(bool), _sha256(path))
+
+
+def _check_factors(path: Path, n: int, raw: np.ndarray, shapes: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Shapes, finiteness and ranges of the factor arrays for n frames; returns the shape indices (n,) int64."""
     if shapes.ndim == 1:
         shapes = shapes[:, None]
-    if raw.shape != (n, 10) or shapes.shape[0] != n or steps.ndim != 2 or steps.shape[1] != 12 \
-            or steps.shape[0] not in (n - 1, n):
+    if raw.shape != (n, 10) or shapes.ndim != 2 or shapes.shape[0] != n or shapes.shape[1] < 1 or steps.ndim != 2 \
+            or steps.shape[1] != 12 or steps.shape[0] not in (n - 1, n):
         raise UserError(f"{path}: raw_latents {raw.shape}, shape_latents {shapes.shape}, interventions "
                         f"{steps.shape} for {n} frames; expected ({n}, 10), ({n}, 2), ({n - 1} or {n}, 12)")
     if not np.isfinite(raw).all():
         raise UserError(f"{path}: raw_latents has non-finite values")
     _check_range(path, raw)
-    if shapes[:, 0].min() < 0 or shapes[:, 0].max() >= len(SHAPES):
-        raise UserError(f"{path}: shape_latents[:, 0] has shape indices outside 0..{len(SHAPES) - 1}")
+    index = shapes[:, 0]
+    whole = np.isfinite(index) & (index == np.round(index)) & (index >= 0) & (index < len(SHAPES))
+    if not whole.all():
+        bad = int(np.flatnonzero(~whole)[0])
+        raise UserError(f"{path}: shape_latents[{bad}, 0] is {index[bad]}; shape indices are whole numbers "
+                        f"0..{len(SHAPES) - 1} ({', '.join(SHAPES)})")
     if not np.isin(steps, (0, 1)).all():
         raise UserError(f"{path}: interventions holds values other than 0 and 1")
-    static = _static_scm()
-    ours = factors_to_ours(raw)
-    latents = np.stack([ours[name] for name in static.names], axis=1).astype(np.float32)
-    order = [static.class_names.index(name) for name in SHAPES]
-    classes = np.asarray(order, dtype=np.int64)[shapes[:, 0].astype(np.int64)]
-    return TemporalFile(path.resolve(), n, h, w, c, latents, classes, steps[: n - 1].astype(bool), _sha256(path))
+    return index.astype(np.int64)
 
 
 def _check_range(path: Path, raw: np.ndarray) -> None:
@@ -179,14 +261,21 @@ def _static_scm() -> SCM:
     return load_scm(load_dynamic_scm(SPEC).step0_spec())
 
 
-def frames(path: Path, start: int, stop: int) -> np.ndarray:
-    """Frames start..stop-1 of the file's ``imgs`` (RGB), read from the zip member without loading the rest."""
-    with zipfile.ZipFile(path) as zf, zf.open("imgs.npy") as fh:
-        shape, _, _ = _npy_header(fh)
-        row = int(np.prod(shape[1:]))
-        fh.seek(fh.tell() + start * row)
-        data = fh.read((stop - start) * row)
-    return np.frombuffer(data, dtype=np.uint8).reshape(stop - start, *shape[1:])[..., :3]
+def _chunk_frames(f: TemporalFile, spans: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    """The RGB frames of each (start, stop) span (ascending), read forward through one open stream of imgs: every
+    byte is decompressed once (a zip member seeks only by reading on from its start)."""
+    row = f.height * f.width * f.channels
+    with _reading(f.path, "imgs"), zipfile.ZipFile(f.path) as zf, zf.open("imgs.npy") as fh:
+        _npy_header(fh)
+        base = fh.tell()
+        for start, stop in spans:
+            fh.seek(base + start * row)
+            data = fh.read((stop - start) * row)
+            if len(data) != (stop - start) * row:
+                raise UserError(f"{f.path}: imgs ended at frame {start + len(data) // row} of {f.n}: the file changed "
+                                "during the import; check it, then re-run the same command")
+            frames = np.frombuffer(data, np.uint8).reshape(stop - start, f.height, f.width, f.channels)
+            yield np.ascontiguousarray(frames[..., :3])
 
 
 # ----- import -----------------------------------------------------------------------------------------
@@ -219,21 +308,46 @@ def sequence_targets(steps: np.ndarray, n_seq: int, length: int) -> np.ndarray:
 
 
 def import_temporal(src: str | Path, out: str | Path, length: int = 50, sequences_per_chunk: int = 8,
-                    overwrite: bool = False, progress: bool = True,
-                    compression_level: int = IMAGE_LEVEL) -> TemporalImport:
-    """Import a Temporal Causal3DIdent ``.npz`` as a sequence store of ``length``-frame sequences (or resume one:
-    chunks already done are skipped). Checks the whole file first (one-line errors, nothing created)."""
-    from ingest.published import check_whole, refuse_finished
-    from render.api import store_path
+                    overwrite: bool = False, progress: bool = True, compression_level: int = IMAGE_LEVEL,
+                    workers: int | None = None, scheduler: str | None = None,
+                    connect_timeout: float = CONNECT_TIMEOUT_S) -> TemporalImport:
+    """Import a Temporal Causal3DIdent ``.npz`` as a sequence store of ``length``-frame sequences, or resume one
+    (chunks already done are skipped; a complete store of the same file and settings is left as it is).
 
-    check_whole(length, "length")
-    if length < 2:
-        raise UserError(f"length must be at least 2 frames (a transition), got {length}")
+    Checks the whole file first (one-line errors, nothing created), then contacts ``scheduler`` (given up after
+    ``connect_timeout`` seconds). The frames are read in file order in this process and written (zstd
+    ``compression_level``) in this process (``workers`` None or 1), or by ``workers`` local Dask processes or the
+    scheduler's workers, one task per chunk."""
+    from ingest.published import check_import_options, check_same_import, check_whole
+    from render.api import store_path
+    from render.driver import connect
+
+    check_whole(length, "length", least=2, why="(a sequence holds a transition)")
     check_whole(sequences_per_chunk, "sequences_per_chunk")
-    check_whole(compression_level, "compression_level", 22, "(zstd's levels)")
+    check_import_options(compression_level, workers, connect_timeout)
     out = store_path(out)
-    refuse_finished(out, overwrite)
     f = read_temporal(src)
+    attrs, layout, given, extra = _store_plan(f, length, sequences_per_chunk, compression_level)
+    client = connect(scheduler, float(connect_timeout)) if scheduler else None  # before anything is created
+    try:
+        group = prepare(out, attrs, layout, overwrite)
+        check_same_import(group, out, attrs, compression_level)
+        done = done_mask(group)
+        report = TemporalImport(out, attrs.n // length, length, len(done), [], [int(k) for k in np.flatnonzero(done)],
+                                f.n - attrs.n)
+        todo = [k for k in range(len(done)) if not done[k]]
+        write_given(group, given.latents, given.classes, todo, extra)
+        if todo:
+            _write_frames(f, report, layout["chunk_size"], todo, workers, client, progress)
+    finally:
+        if client is not None:
+            client.close()
+    return report
+
+
+def _store_plan(f: TemporalFile, length: int, sequences_per_chunk: int,
+                level: int) -> tuple[StoreAttrs, dict[str, Any], GivenLatents, dict[str, np.ndarray]]:
+    """The store a file becomes: its attributes, array layout, given latents and per-row sequence arrays."""
     n_seq = f.n // length
     if n_seq == 0:
         raise UserError(f"{f.path} has {f.n} frames, fewer than one sequence of length {length}; give a smaller "
@@ -253,27 +367,99 @@ def import_temporal(src: str | Path, out: str | Path, length: int = 50, sequence
              "time": np.tile(np.arange(length, dtype=np.int64), n_seq),
              "interventions": sequence_targets(f.steps, n_seq, length)}
     layout = {"n": n, "chunk_size": sequences_per_chunk * length, "height": f.height, "width": f.width,
-              "n_latents": f.latents.shape[1], "has_classes": True, "views": [], "image_level": compression_level,
-              "extra": {**SEQUENCE_ARRAYS, "interventions": ("bool", ("sample", "node"), (len(names),))}}
-    group = prepare(out, attrs, layout, overwrite)
-    done = done_mask(group)
-    report = TemporalImport(out, n_seq, length, len(done), [], [int(k) for k in np.flatnonzero(done)], f.n - n)
-    todo = [k for k in range(len(done)) if not done[k]]
-    write_given(group, given.latents, given.classes, todo, extra)
-    t0 = time.perf_counter()
-    from tqdm import tqdm
+              "n_latents": f.latents.shape[1], "has_classes": True, "views": [], "image_level": level,
+              "extra": sequence_layout(len(names))}
+    return attrs, layout, given, extra
+
+
+def write_frames(out: str, k: int, images: np.ndarray) -> tuple[int, int] | ChunkFailure:
+    """Write chunk k's frames (read by the driver) and then set ``done[k]``: (k, frames), or a ChunkFailure (one
+    line; the chunk stays not done, so a re-run writes it again). Runs in a Dask worker or in the driver."""
+    import zarr
 
     try:
-        for k in tqdm(todo, desc="import", unit="chunk", disable=not progress):
-            start, stop = chunk_bounds(k, layout["chunk_size"], n)
-            write_chunk(group, k, ChunkData(frames(f.path, start, stop), None, None), {})
-            report.imported.append(k)
+        write_chunk(zarr.open_group(out, mode="r+"), k, ChunkData(images, None, None), {})
+        return k, len(images)
+    except Exception as exc:  # noqa: BLE001 - every write failure is one line for the driver
+        return ChunkFailure(k, f"chunk {k} of {out} could not be written ({decode_error(exc)}); re-run the same "
+                               "command to resume")
+
+
+def _write_frames(f: TemporalFile, report: TemporalImport, chunk_size: int, todo: list[int], workers: int | None,
+                  client: Any, progress: bool) -> None:
+    """Read the frames of the chunks in ``todo`` in file order and write them: in this process without a ``client``
+    and more than one ``workers``, else one Dask task per chunk (its frames travel with it) on ``client`` or on a
+    LocalCluster of ``workers`` processes started here."""
+    from tqdm import tqdm
+
+    n = report.sequences * report.length
+    spans = [chunk_bounds(k, chunk_size, n) for k in todo]
+    t0 = time.perf_counter()
+    try:
+        with closing(_chunk_frames(f, spans)) as chunks, tqdm(total=sum(b - a for a, b in spans), unit="img",
+                                                              desc="import", disable=not progress) as bar:
+            if client is None and (workers or 1) == 1:
+                for k, images in zip(todo, chunks, strict=True):
+                    _record(write_frames(report.out, k, images), report, bar)
+            else:
+                with _dask_client(client, workers) as dask_client:
+                    _write_on(dask_client, report, todo, chunks, progress, bar)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: {len(report.skipped) + len(report.imported)} of {report.n_chunks} "
                                 "chunks done; re-run the same command to resume") from None
     finally:
         report.seconds = time.perf_counter() - t0
-    return report
+
+
+@contextmanager
+def _dask_client(client: Any, workers: int | None) -> Iterator[Any]:
+    """``client`` (an existing cluster's, closed by the caller), or the client of a LocalCluster of ``workers``
+    1-thread processes started here and stopped on leaving."""
+    if client is not None:
+        yield client
+        return
+    from render.driver import local_cluster
+
+    own, cluster = local_cluster(workers or 1, 1)
+    try:
+        yield own
+    finally:
+        own.close()
+        cluster.close()
+
+
+def _write_on(client: Any, report: TemporalImport, todo: list[int], chunks: Iterator[np.ndarray], progress: bool,
+              bar: Any) -> None:
+    """One Dask task per chunk, its frames taken from ``chunks`` as it is submitted (in ``todo`` order), at most two
+    per worker thread in flight (memory stays bounded); stops at the first failure."""
+    from render.driver import dashboard_link, drain
+
+    run = uuid.uuid4().hex[:8]
+    if progress:
+        print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
+
+    def submit(k: int) -> Any:
+        return client.submit(write_frames, report.out, k, next(chunks), pure=False, key=f"import-{run}-{k}")
+
+    def collect(fut: Any, k: int, _: Any) -> None:
+        try:
+            result = fut.result()
+        except Exception as exc:  # noqa: BLE001 - e.g. a worker process that died mid-chunk
+            result = ChunkFailure(k, f"chunk {k} failed in its Dask worker ({decode_error(exc)}); re-run the same "
+                                     f"command to resume ({report.out} keeps the finished chunks)")
+        _record(result, report, bar)
+
+    window = 2 * max(1, sum(client.nthreads().values()))
+    drain(client, submit, todo, 0, "import", False, collect, lambda: "interrupted", window=window)
+    report.imported.sort()
+
+
+def _record(result: tuple[int, int] | ChunkFailure, report: TemporalImport, bar: Any) -> None:
+    """One written chunk into the report and the progress bar, or its failure as a one-line UserError."""
+    if isinstance(result, ChunkFailure):
+        raise UserError(result.message)
+    report.imported.append(result[0])
+    bar.update(result[1])
 
 
 # ----- export -----------------------------------------------------------------------------------------
@@ -307,35 +493,86 @@ def chain_steps(targets: np.ndarray, time_index: np.ndarray, names: list[str]) -
 def export_temporal(store: str | Path, out: str | Path, overwrite: bool = False, rows_per_read: int = 4096) -> Path:
     """Write a sequence store as a Temporal Causal3DIdent ``.npz`` (``out``, e.g. ``exports/train.npz``): frames
     streamed into the file in store order, the factors in CITRIS's units, the sequences joined into one chain.
-    An existing file is replaced only with ``overwrite``; the file appears whole or not at all."""
+    An existing file is replaced only with ``overwrite``; the file appears whole or not at all (a damaged chunk or
+    a failed write is one line, and removes the partial file and the folders made for it)."""
     store = str(store)
     group = open_store(store)
     attrs = _sequence_attrs(group, store)
-    out = Path(out).expanduser()
-    if out.suffix != ".npz":
-        raise UserError(f"--out {out}: name the split file, e.g. {out / 'train.npz'}")
-    if out.exists() and not overwrite:
-        raise UserError(f"{out} exists; pass --overwrite to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = _check_out(out, overwrite)
     names = list(attrs.sequences["intervention_names"])
-    latents = group["latents"][:]
-    classes = group["classes"][:]
+    latents, classes, targets, time_index = (read_rows(group[key], slice(None), store)
+                                             for key in ("latents", "classes", "interventions", "time"))
     static = _static_scm()
     raw = factors_to_citris({name: latents[:, i] for i, name in enumerate(static.names)})
     citris_shape = np.asarray([SHAPES.index(static.class_names[c]) for c in range(len(static.class_names))])
     shapes = np.stack([citris_shape[classes], np.zeros_like(classes)], axis=1).astype(np.uint8)
-    steps = chain_steps(group["interventions"][:], group["time"][:], names)
+    arrays = {"raw_latents": raw, "shape_latents": shapes, "interventions": chain_steps(targets, time_index, names)}
+    made = _make_folder(out)
+    tmp = out.with_name(f".{out.name}.partial")
+    try:
+        _write_npz(tmp, group, store, arrays, rows_per_read)
+        os.replace(tmp, out)
+    except OSError as exc:
+        detail = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror or decode_error(exc)
+        raise UserError(f"cannot write --out {out} ({detail}); nothing was written: choose a folder you can write to "
+                        "(with room for the file)") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+        if not out.exists():
+            _remove_folders(made)
+    return out
+
+
+def _check_out(out: str | Path, overwrite: bool) -> Path:
+    """``out`` names a new .npz file (or an existing one, with ``overwrite``), not a folder or a path under a file."""
+    out = Path(out).expanduser()
+    if out.suffix != ".npz":
+        raise UserError(f"--out {out}: name the split file, e.g. {out / 'train.npz'}")
+    if out.is_dir():
+        raise UserError(f"--out {out} is a folder; name the split file, e.g. {out / 'train.npz'}")
+    if out.exists() and not overwrite:
+        raise UserError(f"{out} exists; pass --overwrite to replace it")
+    folder = next(q for q in out.parents if q.exists())
+    if not folder.is_dir():
+        raise UserError(f"cannot write --out {out}: {folder} is a file, not a folder; choose another path")
+    return out
+
+
+def _make_folder(out: Path) -> list[Path]:
+    """Create ``out``'s missing folders; returns them innermost first (to remove if the export fails). A folder
+    that cannot be made is one line, and nothing is left behind."""
+    missing = [q for q in out.parents if not q.exists()]
+    made: list[Path] = []
+    try:
+        for folder in reversed(missing):
+            folder.mkdir()
+            made.insert(0, folder)
+    except OSError as exc:
+        _remove_folders(made)
+        raise UserError(f"cannot write --out {out}: cannot create {exc.filename} ({exc.strerror}); choose a folder "
+                        "you can write to") from None
+    return made
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    """Remove the (empty) folders an export made, innermost first; one something else has filled is kept."""
+    for folder in folders:
+        with suppress(OSError):
+            folder.rmdir()
+
+
+def _write_npz(path: Path, group: Any, store: str, arrays: dict[str, np.ndarray], rows_per_read: int) -> None:
+    """The .npz at ``path``: ``imgs`` streamed from the store's images (``rows_per_read`` rows at a time, a damaged
+    chunk a one-line CorruptChunkError naming it), then the factor ``arrays``."""
     images = group["images"]
     n = images.shape[0]
-    tmp = out.with_name(f".{out.name}.partial")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         with zf.open("imgs.npy", "w", force_zip64=True) as fh:
             np.lib.format.write_array_header_2_0(fh, {"descr": "|u1", "fortran_order": False,
                                                       "shape": tuple(images.shape)})
             for start in range(0, n, rows_per_read):
-                fh.write(np.ascontiguousarray(images[start:start + rows_per_read]).tobytes())
-        for key, value in (("raw_latents", raw), ("shape_latents", shapes), ("interventions", steps)):
+                block = read_rows(images, slice(start, start + rows_per_read), store)
+                fh.write(np.ascontiguousarray(block).tobytes())
+        for key, value in arrays.items():
             with zf.open(f"{key}.npy", "w", force_zip64=True) as fh:
                 np.lib.format.write_array(fh, value, allow_pickle=False)
-    os.replace(tmp, out)
-    return out

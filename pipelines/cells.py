@@ -7,7 +7,8 @@ declared types, the data, the evaluation) in ``cell.json``. A cell folder is reu
 for the settings that made it; a folder made with other settings (or before cells were keyed) is moved aside to
 ``NAME.stale-K``, never deleted and never silently reused, and the cell runs again.
 
-Every cell trains with ``CELL_THREADS`` torch threads, in this process or on a Dask worker: float sums on the CPU
+Every cell trains and is scored with ``CELL_THREADS`` torch and BLAS threads, in this process or on a Dask worker
+(a loaded 2-core machine ran paper 000's kernel R^2 17x slower with BLAS's default 2 threads): float sums on the CPU
 depend on the thread count, so a fixed count makes a cell's weights and scores bit-identical however a grid is split,
 and the count is part of the key (cells made before it was are run again once).
 """
@@ -24,7 +25,7 @@ from typing import Any
 from pipelines.files import write_atomic
 
 KEY_FILE = "cell.json"
-CELL_THREADS = 1  # torch threads of every cell wherever it runs (parallelism comes from --workers)
+CELL_THREADS = 1  # torch and BLAS threads of every cell wherever it runs (parallelism comes from --workers)
 # trainer settings that say how a run is carried out, not what it computes: not part of a cell's key
 RUN_ONLY = ("log_every", "checkpoint_every", "tensorboard", "device")
 
@@ -149,16 +150,18 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
     diverges returns ``{"diverged": why}`` like any result (the caller reports it and goes on, ``split_diverged``)."""
     if not scheduler and workers <= 1:
         import torch
+        from threadpoolctl import threadpool_limits
 
         run = serial or (lambda cell, i, n: cell.fn(*cell.args))
         out = {}
         before = torch.get_num_threads()
         try:
             torch.set_num_threads(CELL_THREADS)
-            for i, cell in enumerate(cells):
-                if progress:
-                    say(f"cell {i + 1}/{len(cells)}: {cell.key[0]}, seed {cell.key[1]}")
-                out[cell.key] = run(cell, i, len(cells))
+            with threadpool_limits(CELL_THREADS):  # BLAS too (scoring's kernel ridge), as on a Dask worker
+                for i, cell in enumerate(cells):
+                    if progress:
+                        say(f"cell {i + 1}/{len(cells)}: {cell.key[0]}, seed {cell.key[1]}")
+                    out[cell.key] = run(cell, i, len(cells))
         finally:
             torch.set_num_threads(before)
         return out
@@ -176,11 +179,13 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
 
 
 def _cell_threads(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-    """Run a cell on a Dask worker with ``CELL_THREADS`` torch threads (set, not inherited)."""
+    """Run a cell on a Dask worker with ``CELL_THREADS`` torch and BLAS threads (set, not inherited)."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(CELL_THREADS)
-    return fn(*args)
+    with threadpool_limits(CELL_THREADS):
+        return fn(*args)
 
 
 def split_diverged(results: Mapping[tuple[str, int], dict[str, Any]]

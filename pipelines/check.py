@@ -11,7 +11,8 @@ from render.check import check_store, describe, ranges, repair_store
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check", help="decode every chunk of a store; --repair marks damaged chunks to be rendered again",
-        description="Decode every array (images, latents, classes, views) of every chunk marked done and list "
+        description="Decode every per-row array the store format declares (images, latents, classes, views; a "
+                    "sequence store's sequence, time and interventions) of every chunk marked done and list "
                     "the damaged ones (chunk, array, the decoder's error) and the chunks not done yet. Exit code 0: "
                     "no damage; 1: damaged chunks found (and, with --repair, repaired); 2: not a readable store. "
                     "--repair clears the done flags of exactly the damaged chunks and deletes their damaged chunk "

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from causal.errors import UserError
-from evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, fraction_markdown, verdict
+from evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, chance_levels, fraction_markdown, verdict
 from pipelines.cells import Cell, canonical, claim_cell, diverged_note, run_settings
 from pipelines.experiment import (
     ExperimentKind,
@@ -478,8 +478,12 @@ class Compare(ExperimentKind):
                    "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
         top = ceiling_name(cfg)
         if top in table and len(table) > 1:
+            from store.info import store_info
+
             summary["ceiling"] = top
-            summary["fraction_of_ceiling"] = ceiling_fractions(table, top)
+            classes = store_info(str(out / "stores" / "test.zarr"), allow_partial=True).class_names or []
+            summary["fraction_of_ceiling"] = ceiling_fractions(table, top, chance_levels(columns_of(table),
+                                                                                         len(classes)))
             md += "\n\n## Fraction of the supervised ceiling\n\n" + fraction_markdown(
                 summary["fraction_of_ceiling"], table[top])
         files = write_tables(out, {"table.md": md + "\n", "vs_paper.md": side_by_side(cfg, table) + "\n",
@@ -493,10 +497,26 @@ class Compare(ExperimentKind):
 
 
 def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
-                layer: str = "output", progress: bool = False) -> dict[str, Any]:
+                layer: str = "output", progress: bool = False, overwrite: bool = False) -> dict[str, Any]:
     """The whole grid; returns {"table", "markdown", "files"}. ``progress``: say what renders and trains, with
-    the render and training progress bars and the training run-time estimate."""
+    the render and training progress bars and the training run-time estimate. Finished tables of another ``layer``
+    are replaced only with ``overwrite`` (the cells are kept either way)."""
+    check_layer(out / "table.json", layer, overwrite, "use another --out")
     return run_experiment(Compare(layer=layer), cfg, out, workers, scheduler, progress)
+
+
+def check_layer(table: Path, layer: str, overwrite: bool, fix: str) -> None:
+    """A finished table (``table``: its JSON) of another --layer is replaced only with --overwrite; outputs made
+    before the layer was recorded hold the output layer (the only one tabulated then)."""
+    try:
+        held = json.loads(table.read_text()).get("layer", "output")
+    except (OSError, ValueError, AttributeError):
+        return  # no finished table there
+    if held != layer and not overwrite:
+        raise UserError(f"{table.parent} holds finished tables of the {held} layer; pass --overwrite to replace "
+                        f"them with the {layer} layer's, or {fix}")
+
+
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -520,13 +540,16 @@ def add_grid_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="cells trained in parallel on a local cluster")
     p.add_argument("--scheduler", metavar="ADDR", help="run cells (and rendering) on an existing Dask cluster")
     p.add_argument("--layer", choices=("output", "inner"), default="output", help="representation to tabulate")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace finished tables made with another --layer (the cells are kept)")
     p.add_argument("--no-progress", action="store_true", help="no render/training progress bars or per-cell lines")
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     check_output_dir(args.out)
-    result = run_compare(cfg, Path(args.out), args.workers, args.scheduler, args.layer, progress=not args.no_progress)
+    result = run_compare(cfg, Path(args.out), args.workers, args.scheduler, args.layer, progress=not args.no_progress,
+                         overwrite=args.overwrite)
     print(result["markdown"])
     print("files: " + ", ".join(result["files"].values()))
     return 0

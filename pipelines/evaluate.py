@@ -34,8 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="which latents a DA recipe changes, as nodes, groups or change sets joined by '+' "
                         "(default: the recipe's style in `ident3d train --list`, e.g. colour=hues, where the "
                         "store's SCM has it); repeatable")
-    p.add_argument("--metrics", metavar="NAMES",
-                   help="also disentanglement metrics of the output layer, comma-separated: dci (Lasso "
+    p.add_argument("--metrics", metavar="NAMES", action="append",
+                   help="also disentanglement metrics of the output layer, comma-separated (repeatable): dci (Lasso "
                         "importances), dci_es (explicitness), mig (20 equal-width bins), sap, citris (R^2 diag/sep "
                         "after matching dimensions to factors), temporal (sequence stores: CITRIS's variable-level "
                         "R^2 diag/sep under the run's learned assignment, DCI, MIG)")
@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     from evaluation.metric_suite import parse_metrics
     from evaluation.run_report import evaluate_run  # here, not at the top: `ident3d --help` imports every command
 
-    metrics = parse_metrics(args.metrics)  # before any work: an unknown name is one line
+    metrics = parse_metrics(",".join(args.metrics or []))  # before any work: an unknown name is one line
+    if args.metrics is not None and not metrics:
+        raise UserError("--metrics names no metric; give one or more, e.g. --metrics dci,mig (or leave it out)")
     out = check_output(args.out, (".json",), args.overwrite) if args.out else None
     figure = check_output(args.figure, (".png",), args.overwrite) if args.figure else None
     report = evaluate_run(args.run_dir, args.data, args.fit, args.score, kernel=not args.no_kernel, device=args.device,

@@ -68,6 +68,14 @@ def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers
 def claim_output(kind: ExperimentKind, out: Path, name: str) -> None:
     """Make ``out`` the output of the experiment ``name`` of ``kind`` (its marker file): a new or empty folder, or
     one that already holds it; another experiment's output or any other folder is refused, untouched."""
+    check_claim(kind, out, name)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(kind.marker(out), lambda p: p.write_text(json.dumps({"name": name}) + "\n"))
+
+
+def check_claim(kind: ExperimentKind, out: Path, name: str) -> None:
+    """Refuse (nothing written) an ``out`` that ``claim_output`` could not claim for the experiment ``name``: so a
+    kind can check every folder it will claim before it writes to any of them."""
     if out.is_dir() and any(out.iterdir()):
         held = held_experiment(kind, out)
         if held is not None and held != name:
@@ -77,8 +85,6 @@ def claim_output(kind: ExperimentKind, out: Path, name: str) -> None:
             raise UserError(f"{out} is not empty and not an ident3d {kind.name} output (it holds "
                             f"{', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}); choose a new or empty "
                             "folder for --out")
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(kind.marker(out), lambda p: p.write_text(json.dumps({"name": name}) + "\n"))
 
 
 def held_experiment(kind: ExperimentKind, out: Path) -> str | None:

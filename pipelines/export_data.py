@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ingest import temporal_npz
-from ingest.published import FORMATS, export_published
+from ingest.published import FORMATS, check_whole, export_published
 from pipelines.files import check_output_dir
 from pipelines.flags import flag_names
 
@@ -33,21 +33,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", required=True, choices=(*FORMATS, temporal_npz.FORMAT), help="the layout to write")
     p.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty); for "
                                                               f"{temporal_npz.FORMAT} the .npz file")
-    p.add_argument("--workers", type=int, default=None, help="threads encoding PNGs (default: one per core)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    p.add_argument("--workers", type=int, default=None, help="threads encoding PNGs (default: one per core; "
+                                                             f"{temporal_npz.FORMAT} writes no PNGs)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing folder (or .npz file)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Export, then print what was written (bad values name their flags)."""
-    if args.format == temporal_npz.FORMAT:
-        with flag_names():
-            path = temporal_npz.export_temporal(args.store, args.out, overwrite=args.overwrite)
-        print(f"exported {args.store} -> {path}")
-        return 0
-    check_output_dir(args.out)
     with flag_names():
+        if args.workers is not None:
+            check_whole(args.workers, "workers")
+        if args.format == temporal_npz.FORMAT:
+            path = temporal_npz.export_temporal(args.store, args.out, overwrite=args.overwrite)
+            print(f"exported {args.store} -> {path}")
+            return 0
+        check_output_dir(args.out)
         report = export_published(args.store, args.out, args.format, overwrite=args.overwrite, workers=args.workers,
                                   progress=not args.no_progress)
     print(f"exported {report.images} images and {len(report.files)} numpy files in {report.seconds:.1f} s "

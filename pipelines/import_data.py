@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from causal.errors import UserError
 from ingest import temporal_npz
 from ingest.published import FORMATS, ImportReport, import_published
 from pipelines.flags import flag_names
@@ -23,10 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "latents (named and grouped as the 3dident/causal3dident SCMs define them; the class is K). "
                     "The latents and every image header are checked before the store is created; the PNGs are "
                     "then decoded in parallel Dask chunks. Re-running the same command resumes an interrupted or "
-                    "failed import (finished chunks are kept). --format temporal_causal3dident reads one split file "
-                    "of CITRIS's Temporal Causal3DIdent (train.npz: imgs, raw_latents, shape_latents, "
-                    "interventions), cuts its chain into sequences of --length frames and writes a sequence store "
-                    "in the temporal_causal3dident SCM's units.",
+                    "failed import (finished chunks are kept); on a complete store of the same source and settings it "
+                    "does nothing. --format temporal_causal3dident reads one split file of CITRIS's Temporal "
+                    "Causal3DIdent (train.npz: imgs, raw_latents, shape_latents, interventions), checks all of it, "
+                    "cuts its chain into sequences of --length frames and writes a sequence store in the "
+                    "temporal_causal3dident SCM's units.",
         epilog="examples:\n"
                "  ident3d import --format 3dident downloads/3dident/trainset --out stores/3di_train.zarr\n"
                "  ident3d import --format 3dident downloads/3dident --split testset --out stores/3di_test.zarr\n"
@@ -39,17 +41,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("src", metavar="SRC", help="the published folder (or the download's parent, with --split)")
     p.add_argument("--format", required=True, choices=(*FORMATS, temporal_npz.FORMAT), help="the layout of SRC")
     p.add_argument("--out", required=True, metavar="STORE", help="the Zarr store to write (a folder or fsspec URL)")
-    p.add_argument("--split", metavar="NAME", help="the sub-folder of SRC to import, e.g. trainset or testset "
-                                                  "(needed when SRC holds several)")
-    p.add_argument("--chunk-size", type=int, default=64, help="images per chunk/task (default 64)")
-    p.add_argument("--length", type=int, default=50, help=f"{temporal_npz.FORMAT}: frames per sequence cut from the "
-                                                          "file's chain (default 50; the remainder is left out)")
-    p.add_argument("--sequences-per-chunk", type=int, default=8,
-                   help=f"{temporal_npz.FORMAT}: whole sequences per store chunk (default 8)")
+    p.add_argument("--split", metavar="NAME", help="3dident/causal3dident: the sub-folder of SRC to import, e.g. "
+                                                  "trainset or testset (needed when SRC holds several)")
+    p.add_argument("--chunk-size", type=int, help="3dident/causal3dident: images per chunk/task (default 64)")
+    p.add_argument("--length", type=int, help=f"{temporal_npz.FORMAT}: frames per sequence cut from the file's chain "
+                                              "(default 50; the remainder is left out)")
+    p.add_argument("--sequences-per-chunk", type=int,
+                   help=f"{temporal_npz.FORMAT}: whole sequences per store chunk/task (default 8)")
     p.add_argument("--compression-level", type=int, default=IMAGE_LEVEL, metavar="L",
                    help=f"zstd level of the image chunks, 1-22 (default {IMAGE_LEVEL}, as renders; 3 writes chunks "
                         "about 2x faster for a slightly larger store)")
-    p.add_argument("--workers", type=int, default=None, help="local Dask worker processes (default: one per core)")
+    p.add_argument("--workers", type=int, default=None, help="local Dask worker processes (default: one per core; "
+                                                             f"{temporal_npz.FORMAT}: none, it is written in this "
+                                                             "process unless --workers is 2 or more)")
     p.add_argument("--scheduler", metavar="ADDR", help="join an existing Dask cluster (tcp://HOST:PORT); SRC and "
                                                        "--out must be paths all workers share")
     p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S, metavar="SECONDS",
@@ -60,17 +64,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+# flags that only some formats read: (flag, its argparse dest, the formats that read it, what the others use)
+FORMAT_FLAGS = (
+    ("--split", "split", FORMATS, "the split is the file itself: give it as SRC, e.g. train.npz"),
+    ("--chunk-size", "chunk_size", FORMATS, "chunks hold whole sequences: use --sequences-per-chunk"),
+    ("--length", "length", (temporal_npz.FORMAT,), "it cuts a Temporal Causal3DIdent chain into sequences"),
+    ("--sequences-per-chunk", "sequences_per_chunk", (temporal_npz.FORMAT,), "use --chunk-size"),
+)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Import, then print what was done (bad values name their flags)."""
+    """Import, then print what was done (bad values name their flags; a flag the format does not read is refused)."""
+    for flag, dest, formats, instead in FORMAT_FLAGS:
+        if getattr(args, dest) is not None and args.format not in formats:
+            raise UserError(f"{flag} does not apply to --format {args.format} ({instead})")
     if args.format == temporal_npz.FORMAT:
         return run_temporal(args)
     with flag_names():
-        report = import_published(args.src, args.out, args.format, split=args.split, chunk_size=args.chunk_size,
-                                  workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite,
-                                  progress=not args.no_progress, compression_level=args.compression_level,
-                                  connect_timeout=args.connect_timeout)
-    print(summary(report))
+        report = import_published(args.src, args.out, args.format, split=args.split, workers=args.workers,
+                                  scheduler=args.scheduler, overwrite=args.overwrite, progress=not args.no_progress,
+                                  compression_level=args.compression_level, connect_timeout=args.connect_timeout,
+                                  **given(args, "chunk_size"))
+    if not report.imported:
+        print(nothing_to_do(report.out, f"{report.n} images, {report.n_chunks} chunks"))
+    else:
+        print(summary(report))
     return 0
+
+
+def given(args: argparse.Namespace, *dests: str) -> dict[str, object]:
+    """The named options the command line gave (the others keep the API's defaults)."""
+    return {dest: getattr(args, dest) for dest in dests if getattr(args, dest) is not None}
+
+
+def nothing_to_do(out: str, what: str) -> str:
+    """The line for a complete store of the same source and settings, as `ident3d render` says it."""
+    return f"{out} is complete ({what}); nothing to do (--overwrite imports it again)"
 
 
 def summary(report: ImportReport) -> str:
@@ -81,11 +110,16 @@ def summary(report: ImportReport) -> str:
 
 
 def run_temporal(args: argparse.Namespace) -> int:
-    """Import a Temporal Causal3DIdent file (written in this process: its frames need no decoding)."""
+    """Import a Temporal Causal3DIdent file (read in this process, its chunks written by --workers or the
+    --scheduler's workers)."""
     with flag_names():
-        r = temporal_npz.import_temporal(args.src, args.out, length=args.length,
-                                         sequences_per_chunk=args.sequences_per_chunk, overwrite=args.overwrite,
-                                         progress=not args.no_progress, compression_level=args.compression_level)
+        r = temporal_npz.import_temporal(args.src, args.out, overwrite=args.overwrite, progress=not args.no_progress,
+                                         compression_level=args.compression_level, workers=args.workers,
+                                         scheduler=args.scheduler, connect_timeout=args.connect_timeout,
+                                         **given(args, "length", "sequences_per_chunk"))
+    if not r.imported:
+        print(nothing_to_do(r.out, f"{r.sequences} sequences x {r.length} frames, {r.n_chunks} chunks"))
+        return 0
     left = f"; {r.dropped} frames at the end of the chain left out (fewer than --length)" if r.dropped else ""
     print(f"imported {len(r.imported)} chunks ({r.sequences} sequences x {r.length} frames) in {r.seconds:.1f} s; "
           f"{len(r.skipped)} chunks were already done{left} -> {r.out}")

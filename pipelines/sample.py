@@ -8,7 +8,7 @@ from pathlib import Path
 from causal import Samples, load_scm
 from causal.errors import UserError
 from pipelines.files import check_output, write_atomic
-from render.driver import available_memory, gb
+from store.memory import available_memory, check_fits
 
 
 def sample_to_file(scm_name: str, n: int, seed: int, out: str | Path, start: int = 0,
@@ -31,14 +31,12 @@ BYTES_PER_VALUE = 32  # peak memory per sampled value (measured ~27: draws, inte
 
 def check_memory(n: int, values_per_row: int, available: int | None) -> None:
     """Refuse an ``n`` whose samples cannot fit in memory (it would end in a MemoryError or the OOM killer after
-    minutes), saying how many rows fit and how to split the job with --start."""
+    minutes), saying how many rows fit and how to split the job with --start (the one bound: store.memory)."""
     if available is None:
         return
-    need = n * values_per_row * BYTES_PER_VALUE
-    if need > available:
-        fit = max(1, available // (values_per_row * BYTES_PER_VALUE))
-        raise UserError(f"--n {n} needs about {gb(need)} of memory, {gb(available)} is available; sample at most "
-                        f"--n {fit} per file and split the rest with --start (rows are the same either way)")
+    fit = max(1, available // (values_per_row * BYTES_PER_VALUE))
+    check_fits(n * values_per_row * BYTES_PER_VALUE, f"--n {n} needs", f"sample at most --n {fit} per file and "
+               "split the rest with --start (rows are the same either way)", available)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

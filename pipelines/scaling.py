@@ -20,56 +20,171 @@ import numpy as np
 from causal.errors import UserError
 from evaluation.ceiling import CEILING_NAME, MATCH, verdict
 from pipelines.cells import Cell
-from pipelines.compare import Compare, add_grid_flags
+from pipelines.compare import Compare, add_grid_flags, check_layer, store_args
 from pipelines.compare import load_config as load_compare
-from pipelines.experiment import ExperimentKind, claim_output, run_experiment, slug, write_tables
+from pipelines.experiment import (
+    ExperimentKind,
+    check_claim,
+    claim_output,
+    run_experiment,
+    slug,
+    whole,
+    write_tables,
+)
 from pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 TOP_KEYS = {"name", "description", "paper", "points"}
+POINT_KEYS = {"config", "out"}
 PAPERS = ("000", "001")
 PAPER001_MEAN_R2 = 0.98  # paper 001, 3DIdent: mean linear R^2 of InfoNCE with NN positives (250k images, 224 px)
 PAPER000_ROWS = ("LT: change hues", "DA: crop (large) + colour distortion", "LT: change positions + hues")
 SEP = " / "  # a cell's key in the pool: "POINT / ROW"
+EXAMPLE = "configs/scaling/paper001.yaml"
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read and check a scaling config and every point's compare config (before anything renders)."""
-    return check_config(read_yaml_config(path, "configs/scaling/paper001.yaml"), str(path))
+    """Read and check a scaling config and every point's compare config (before anything renders); the points'
+    paths are taken from the config file's folder, so the config works from any working folder."""
+    return check_config(read_yaml_config(path, EXAMPLE), str(path), Path(path).parent)
 
 
-def check_config(cfg: Any, where: str) -> dict[str, Any]:
-    """name, paper ("000" or "001") and points: a list of {config: compare config, out: its folder (optional)};
-    each point's compare config is loaded and checked; point names are unique."""
+def check_config(cfg: Any, where: str, base: Path = Path(".")) -> dict[str, Any]:
+    """name, paper ("000" or "001") and points: a list of {config: compare config, out: its folder (optional)},
+    relative paths taken from ``base`` (the config file's folder); every point is checked (``check_point``), point
+    names and folders are unique, and a paper-000 experiment's points give the columns its paper values need."""
     head = f"config {where}"
     if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"name", "paper", "points"} <= set(cfg):
         raise UserError(f"{head}: needs name, paper and points (allowed keys: {', '.join(sorted(TOP_KEYS))})")
-    if not isinstance(cfg["name"], str) or not cfg["name"].strip():
-        raise UserError(f"{head}: name must be text, got {cfg['name']!r}")
-    if str(cfg["paper"]).zfill(3) not in PAPERS:
+    for key in ("name", "description"):
+        if key in cfg and (not isinstance(cfg[key], str) or not cfg[key].strip()):
+            raise UserError(f"{head}: {key} must be text, got {cfg[key]!r}")
+    paper = str(cfg["paper"]).zfill(3)
+    if paper not in PAPERS:
         raise UserError(f"{head}: paper must be one of {', '.join(PAPERS)} (whose facts the curves check), "
                         f"got {cfg['paper']!r}")
     points = cfg["points"]
     if not isinstance(points, list) or not points:
         raise UserError(f"{head}: points must be a non-empty list of {{config: a compare config, out: folder}}")
-    loaded, names = [], set()
+    loaded = [check_point(point, f"{head}: points[{i}]", base) for i, point in enumerate(points)]
+    names: set[str] = set()
+    for i, point in enumerate(loaded):
+        if point["name"] in names:
+            raise UserError(f"{head}: points[{i}]: the point name {point['name']!r} is used twice; give the compare "
+                            "configs different names")
+        names.add(point["name"])
+    if paper == "000":
+        check_paper000_columns(loaded, head)
+    return {**cfg, "paper": paper, "points": loaded}
+
+
+def check_point(point: Any, head: str, base: Path) -> dict[str, Any]:
+    """One point: {config: PATH, out: PATH (optional)} as text, its compare config found and checked, with the
+    steps and batch size the curves' x axis is made of; returns {name, config, out, compare} (paths resolved)."""
+    if not isinstance(point, dict) or set(point) - POINT_KEYS or "config" not in point:
+        raise UserError(f"{head} must be {{config: PATH, out: PATH (optional)}}, got {point!r}")
+    for key in ("config", "out"):
+        value = point.get(key)
+        if (key == "config" or value is not None) and (not isinstance(value, str) or not value.strip()):
+            raise UserError(f"{head}.{key} must be a path as text (relative to the scaling config's folder), "
+                            f"got {value!r}")
+    config = resolve(point["config"], base)
+    try:
+        compare = load_compare(shown(config))
+    except UserError as exc:
+        raise UserError(f"{head}: {exc}") from None
+    name = str(compare.get("name") or config.stem)
+    for key in ("steps", "batch_size"):
+        if not whole(compare["train"].get(key)):
+            raise UserError(f"{head} ({name}): config {shown(config)}: train.{key} must be given as a whole number "
+                            f"(the curves' x axis, pixels seen, is steps x batch x px^2), got "
+                            f"{compare['train'].get(key)!r}")
+    out = resolve(point["out"], base) if point.get("out") is not None else None
+    return {"name": name, "config": config, "out": out, "compare": compare}
+
+
+def resolve(text: str, base: Path) -> Path:
+    """A path written in a config: ``~`` expanded, a relative one taken from ``base`` (the config file's folder),
+    made absolute."""
+    path = Path(text).expanduser()
+    return (path if path.is_absolute() else base / path).resolve()
+
+
+def shown(path: Path) -> str:
+    """A path as records and messages show it: relative to the working folder when it lies inside it (as the
+    shipped configs' points are run from the repository root), else as it is."""
+    if not path.is_absolute():
+        return str(path)
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def point_columns(compare: dict[str, Any]) -> list[str]:
+    """The table columns a compare config's test store will give, from its render plan (nothing renders)."""
+    from evaluation.report import columns, titles
+    from render import plan_render
+
+    scene = compare.get("scene", "causal3dident")
+    plan = plan_render("test.zarr", **store_args(compare["stores"]["test"], scene))
+    return titles(columns(plan.attrs.latent_names, plan.attrs.latent_groups), plan.layout["has_classes"])
+
+
+def check_paper000_columns(points: list[dict[str, Any]], head: str) -> None:
+    """Paper 000's curves compare each point's columns with its rows' ``paper`` values: every point must give the
+    same columns, and each paper-000 row's ``paper`` list one value per column (checked before anything renders)."""
+    first = None
     for i, point in enumerate(points):
-        if not isinstance(point, dict) or set(point) - {"config", "out"} or "config" not in point:
-            raise UserError(f"{head}: points[{i}] must be {{config: PATH, out: PATH (optional)}}, got {point!r}")
+        cols = point_columns(point["compare"])
+        first = first or (i, cols)
+        if cols != first[1]:
+            raise UserError(f"{head}: points[{i}] ({point['name']}): its test store gives the columns "
+                            f"{', '.join(cols)}, points[{first[0]}] gives {', '.join(first[1])}; paper 000's "
+                            "curves need the same columns at every point")
+        for row in point["compare"]["rows"]:
+            paper = row.get("paper")
+            if row["name"] in PAPER000_ROWS and paper and len(paper) != len(cols):
+                raise UserError(f"{head}: points[{i}] ({point['name']}): row {row['name']!r}: paper has "
+                                f"{len(paper)} values but the test store gives {len(cols)} columns "
+                                f"({', '.join(cols)}); give one value per column")
+
+
+def check_outputs(cfg: dict[str, Any], out: Path, layer: str, overwrite: bool) -> None:
+    """Refuse, before anything is written, what would stop the run part-way or replace a finished table: --out and
+    every point's compare output must be claimable, no two points may share (or nest) a folder nor a point's own
+    out overlap --out, and tables of another --layer are replaced only with --overwrite."""
+    check_output_dir(out)
+    check_claim(Scaling(), out, str(cfg.get("name") or Scaling.name))
+    check_layer(out / "curves.json", layer, overwrite, "use another --out")
+    top, seen = out.resolve(), {}
+    for point in cfg["points"]:
+        where = Path(shown(point_out(out, point)))  # the same folder, named as messages name it
+        head = f"points: {point['name']}: out"
+        check_output_dir(where, head)
+        here = where.resolve()
+        if overlaps(here, top) and top / "points" not in here.parents:
+            raise UserError(f"{head} {where} overlaps --out {out}; give the point a folder outside --out "
+                            "(or no out: it then gets OUT/points/NAME)")
+        if other := next((name for name, there in seen.items() if overlaps(here, there)), None):
+            raise UserError(f"{head} {where} overlaps the out of point {other!r} ({shown(seen[other])}); "
+                            "give each point a folder of its own")
+        seen[point["name"]] = here
         try:
-            compare = load_compare(point["config"])
+            check_claim(Compare(), where, str(point["compare"].get("name") or "compare"))
         except UserError as exc:
-            raise UserError(f"{head}: points[{i}]: {exc}") from None
-        name = str(compare.get("name") or Path(point["config"]).stem)
-        if name in names:
-            raise UserError(f"{head}: points[{i}]: the point name {name!r} is used twice")
-        names.add(name)
-        loaded.append({"name": name, "config": str(point["config"]), "out": point.get("out"), "compare": compare})
-    return {**cfg, "paper": str(cfg["paper"]).zfill(3), "points": loaded}
+            raise UserError(f"{head}: {exc}") from None
+        fix = "give the point another out in the config" if point.get("out") else "use another --out"
+        check_layer(where / "table.json", layer, overwrite, fix)
+
+
+def overlaps(a: Path, b: Path) -> bool:
+    """Whether two (resolved) folders are one, or one lies inside the other."""
+    return a == b or a in b.parents or b in a.parents
 
 
 def point_out(out: Path, point: dict[str, Any]) -> Path:
     """A point's compare output: its ``out`` if the config gives one, else ``OUT/points/NAME``."""
-    return Path(point["out"]) if point.get("out") else out / "points" / slug(point["name"])
+    return point["out"] or out / "points" / slug(point["name"])
 
 
 @dataclass
@@ -89,7 +204,6 @@ class Scaling(ExperimentKind):
         cells = []
         for point in cfg["points"]:
             where = point_out(out, point)
-            check_output_dir(where, f"points: {point['name']}: out")
             claim_output(Compare(), where, str(point["compare"].get("name") or "compare"))
             for cell in Compare(layer=self.layer).cells(point["compare"], where, workers, scheduler, progress):
                 cells.append(Cell((f"{point['name']}{SEP}{cell.key[0]}", cell.key[1]), cell.fn, cell.args))
@@ -105,7 +219,7 @@ class Scaling(ExperimentKind):
             where = point_out(out, point)
             Compare(layer=self.layer).tabulate(point["compare"], mine, lost, where)
             points.append((point, where))
-        curves: dict[str, Any] = {"name": cfg["name"], "paper": cfg["paper"], "match": MATCH}
+        curves: dict[str, Any] = {"name": cfg["name"], "paper": cfg["paper"], "layer": self.layer, "match": MATCH}
         files: dict[str, Any] = {}
         if cfg["paper"] == "001":
             data = paper001_points(points, self.layer)
@@ -122,8 +236,11 @@ class Scaling(ExperimentKind):
 
 
 def run_scaling(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
-                layer: str = "output", progress: bool = False) -> dict[str, Any]:
-    """Run (or resume) every point's grid and write the points' tables and the curves; returns the curves."""
+                layer: str = "output", progress: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Run (or resume) every point's grid and write the points' tables and the curves; returns the curves. Every
+    refusal comes before anything is written (``check_outputs``); ``overwrite`` lets another ``layer`` replace
+    finished tables."""
+    check_outputs(cfg, out, layer, overwrite)
     return run_experiment(Scaling(layer=layer), cfg, out, workers, scheduler, progress)
 
 
@@ -213,7 +330,7 @@ def paper001_points(points: list[tuple[dict[str, Any], Path]], layer: str = "out
     out = []
     for point, where in points:
         md, rows = paper001_table(where, layer)
-        out.append({"name": point["name"], "config": point["config"], "run": str(where),
+        out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
                     "scale": scale_of(point["compare"]), "rows": rows, "markdown": md})
     return {"points": out}
 
@@ -228,8 +345,8 @@ def paper000_points(points: list[tuple[dict[str, Any], Path]]) -> dict[str, Any]
                 for name in (*PAPER000_ROWS, CEILING_NAME) if name in summary["table"]}
         paper.update({r["name"]: dict(zip(summary["columns"], r["paper"], strict=True))
                       for r in cfg["rows"] if r["name"] in PAPER000_ROWS and r.get("paper")})
-        out.append({"name": point["name"], "config": point["config"], "run": str(where), "scale": scale_of(cfg),
-                    "columns": summary["columns"], "rows": rows})
+        out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
+                    "scale": scale_of(cfg), "columns": summary["columns"], "rows": rows})
     return {"points": out, "paper": paper}
 
 
@@ -336,16 +453,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "the points (curves.json, curves.png) and, for paper 001, its 3DIdent table per point.",
         epilog="example:\n  ident3d scaling --config configs/scaling/paper001.yaml --out results/scaling/paper001",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", required=True, help="a scaling config (configs/scaling/paper000.yaml, paper001.yaml)")
+    p.add_argument("--config", required=True, help="a scaling config (configs/scaling/paper000.yaml, paper001.yaml); "
+                   "its points' paths are relative to its folder")
     p.add_argument("--out", required=True, help="folder for the curves, the tables and the points without an out")
-    add_grid_flags(p)
+    add_grid_flags(p)  # its --overwrite also replaces the curves of another --layer
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    out = check_output_dir(args.out)
-    curves = run_scaling(cfg, out, args.workers, args.scheduler, args.layer, progress=not args.no_progress)
+    out = Path(args.out)
+    curves = run_scaling(cfg, out, args.workers, args.scheduler, args.layer, progress=not args.no_progress,
+                         overwrite=args.overwrite)
     facts = (curves.get("paper001") or curves.get("paper000") or {}).get("facts", [])
     for f in facts:
         col = f" / {f['column']}" if "column" in f else ""

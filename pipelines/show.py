@@ -119,7 +119,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
             ax.set_title(title, fontsize=7)
             ax.text(0.0, -0.02, _caption(lat, names, groups, cls), transform=ax.transAxes, fontsize=5.5,
                     va="top", family="monospace")
-    fig.suptitle(f"{a.get('scene', '')}: {len(pick)} of {n} images" + (f" with views {', '.join(views)}"
+    fig.suptitle(f"{a.scene}: {len(pick)} of {n} images" + (f" with views {', '.join(views)}"
                                                                          if views else ""), fontsize=9)
     fig.tight_layout()
     write_atomic(out, lambda p: fig.savefig(p, dpi=130, format=out.suffix[1:]))

@@ -94,12 +94,13 @@ def list_components() -> str:
 def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The TrainConfig of the command line, 'auto' defaults resolved for the device; (config, auto keys).
     Every value is checked here, before a store is read or a file written."""
-    from training.parts import check_numbers
+    from training.parts import check_numbers, default_views
     from training.run_dir import store_path
     from training.trainer import TrainConfig, pick_device
 
     known = {f.name for f in fields(TrainConfig)}
     values = {k: getattr(args, k) for k in known if hasattr(args, k) and getattr(args, k) is not None}
+    values["views"] = args.views or (saved or {}).get("views") or default_views(args.objective)
     values["data"] = store_path(args.data)  # absolute, so the run names its store from any working directory
     values["objective_args"] = parse_kv(args.hp, "--hp")
     values["encoder_args"] = parse_kv(args.encoder_arg, "--encoder-arg")
@@ -142,8 +143,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", metavar="STORE", help="training store (from ident3d render)")
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (config, checkpoint, metrics)")
     p.add_argument("--objective", default="infonce", help="objective name (default infonce)")
-    p.add_argument("--views", default="crop_large+colour",
-                   help="view maker: DA recipe(s) like crop_large+colour, lt_exact:VIEW or lt_nn:CHANGE")
+    p.add_argument("--views", default=None,
+                   help="view maker: DA recipe(s) like crop_large+colour, lt_exact:VIEW or lt_nn:CHANGE (default: the "
+                        "objective's own where it has one, e.g. labels for supervised, else crop_large+colour)")
     p.add_argument("--n-views", type=int, default=2, metavar="J",
                    help="views per image (default 2): J >= 2 independently augmented views from a DA view maker, "
                         "for the objectives that take J views (simvae, vae, beta_vae; paper 004 uses J = 10)")
@@ -208,6 +210,16 @@ def check_early(cfg: Any) -> None:
     check_components(cfg, image_size=64)  # also refuses --n-views J for an objective that takes a fixed count
 
 
+def finished_step(run_dir: Any, cfg: Any) -> int | None:
+    """The step of a resumed run's checkpoint when it already reached ``cfg.steps`` (nothing to train), else None."""
+    from training.run_dir import load_checkpoint
+
+    if not run_dir.checkpoint_path.exists():
+        return None
+    step = int(load_checkpoint(run_dir.checkpoint_path)["step"])
+    return step if step >= cfg.steps else None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list:
         print(list_components())
@@ -225,6 +237,10 @@ def run(args: argparse.Namespace) -> int:
     if saved is not None:
         run_dir.check_resume(cfg, saved)
     check_early(cfg)
+    done = finished_step(run_dir, cfg) if saved is not None else None
+    if done is not None:
+        print(f"{out} is complete (step {done} of {cfg.steps}); nothing to do (raise --steps to train further)")
+        return 0
     print(start_line(cfg, auto), flush=True)
     clear = (lambda: shutil.rmtree(out)) if args.overwrite and out.exists() else None
     try:

@@ -127,6 +127,14 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
                       None if given is None else given.latents, None if given is None else given.classes)
 
 
+def check_chunk_memory(settings: SettingsArg, preset: str, chunk_size: int, chunk_flags: str) -> None:
+    """One render worker's memory (``render.driver.check_memory``) for chunks of ``chunk_size`` images at the
+    resolution of ``settings`` / ``preset``: for a caller that checks it before building the rows it renders (a
+    sequence render, before its rollout), naming its own ``chunk_flags``."""
+    check_memory({"height": _settings(settings, preset).resolution, "chunk_size": chunk_size}, workers=1,
+                 chunk_flags=chunk_flags)
+
+
 def store_path(out: str | Path) -> str:
     """Where workers open the store: a local path made absolute (workers of an existing cluster run in their own
     working directories), a URL as given."""

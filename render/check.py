@@ -4,8 +4,10 @@ so that re-running the same render command renders exactly those chunks again.
 
 A chunk is bad when one of its arrays does not decode (a truncated or garbled file; stores made since
 the zstd checksum was switched on detect any changed byte), when its images file is missing (an
-unwritten chunk reads as zeros), when its latents are not finite or its classes out of range, or when
-its ``done`` flag itself does not decode.
+unwritten chunk reads as zeros), when its latents are not finite or its classes out of range, when a sequence
+store's ``sequence``/``time`` do not match their rows or it has an intervention at step 0, or when its ``done``
+flag itself does not decode. The arrays checked are the store format's list (``store.zarr_io.row_arrays``); a
+missing sequence array makes every done chunk bad, and ``--repair`` re-creates it empty for the render to refill.
 """
 
 from __future__ import annotations
@@ -21,10 +23,17 @@ import zarr
 from zarr.core.sync import sync
 
 from causal.errors import UserError
-from store.attrs import read_attrs
-from store.zarr_io import chunk_bounds, decode_error, is_url, n_chunks, open_store, view_names
-
-ROW_ARRAYS = ("images", "latents", "classes")  # per prefix ("" and views/NAME/), in this order
+from store.attrs import StoreAttrs, read_attrs
+from store.zarr_io import (
+    chunk_bounds,
+    create_extra,
+    decode_error,
+    is_url,
+    n_chunks,
+    open_store,
+    row_arrays,
+    sequence_layout,
+)
 
 
 @dataclass(frozen=True)
@@ -86,28 +95,31 @@ def _zarr_node(folder: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def store_arrays(group: zarr.Group) -> list[str]:
-    """Paths of the row arrays the store holds (anchors first, then each view), ``done`` excluded.
+MISSING = "array missing"  # a declared per-row array that is not in the store (every done chunk lacks it)
 
-    ``images`` and ``latents`` must exist for the anchors and every view named in the attributes; a store
-    without them is not something a re-render can fix, so it is a :class:`UserError`.
-    """
-    out = []
-    for pre in [""] + [f"views/{v}/" for v in view_names(group)]:
-        for name in ROW_ARRAYS:
-            try:
-                node = group[f"{pre}{name}"]
-            except KeyError:
-                if name == "classes":
-                    continue
-                raise UserError(f"the store has no {pre}{name} array; it cannot be checked or repaired, "
+
+def store_arrays(group: zarr.Group, attrs: StoreAttrs) -> tuple[list[str], list[str]]:
+    """Paths of the per-row arrays the store format declares for this store (``store.zarr_io.row_arrays``), ``done``
+    excluded: (present, missing). A missing sequence array is damage that ``--repair`` re-creates; a store without
+    its images or latents is not something a re-render can fix, so that is a :class:`UserError`."""
+    present, missing = [], []
+    for path, required in row_arrays(group, attrs):
+        try:
+            node = group[path]
+        except KeyError:
+            if not required:
+                continue
+            if path.rsplit("/", 1)[-1] in ("images", "latents"):
+                raise UserError(f"the store has no {path} array; it cannot be checked or repaired, "
                                 "render it again with --overwrite") from None
-            except Exception as exc:  # noqa: BLE001 - unreadable array metadata
-                raise UserError(f"the metadata of {pre}{name} is unreadable ({decode_error(exc)}); "
-                                "render the store again with --overwrite") from None
-            if isinstance(node, zarr.Array):
-                out.append(f"{pre}{name}")
-    return out
+            missing.append(path)
+            continue
+        except Exception as exc:  # noqa: BLE001 - unreadable array metadata
+            raise UserError(f"the metadata of {path} is unreadable ({decode_error(exc)}); "
+                            "render the store again with --overwrite") from None
+        if isinstance(node, zarr.Array):
+            present.append(path)
+    return present, missing
 
 
 def _chunk_keys(array: zarr.Array, k: int) -> list[str]:
@@ -117,19 +129,30 @@ def _chunk_keys(array: zarr.Array, k: int) -> list[str]:
     return [f"{array.path}/{encode((k, *rest))}" for rest in itertools.product(*others)]
 
 
-def _sanity(name: str, values: np.ndarray, n_classes: int | None) -> str | None:
-    """Values no renderer writes (a silent corruption of a store made before checksums): or None."""
+def _sanity(name: str, values: np.ndarray, rows: slice, n_classes: int | None, length: int | None) -> str | None:
+    """Values no writer produces (a silent corruption, or a store made before checksums): or None. Sequence stores
+    hold whole sequences in row order, so row r is step r mod T of sequence r div T, and no step 0 is intervened on."""
     if name == "latents" and not np.isfinite(values).all():
         return "non-finite latents"
     if name == "classes" and n_classes and ((values < 0) | (values >= n_classes)).any():
         return f"class index outside 0..{n_classes - 1}"
+    if length:
+        index = np.arange(rows.start, rows.stop)
+        if name == "sequence" and not np.array_equal(values, index // length):
+            return "sequence ids are not those of the rows"
+        if name == "time" and not np.array_equal(values, index % length):
+            return "steps are not those of the rows"
+        if name == "interventions" and values[index % length == 0].any():
+            return "an intervention at a sequence's step 0"
     return None
 
 
-def chunk_error(array: zarr.Array, k: int, n_classes: int | None = None) -> str | None:
-    """Why row band k of ``array`` is damaged, in a few words, or None when it decodes and looks sane."""
+def chunk_error(array: zarr.Array, k: int, n_classes: int | None = None, length: int | None = None) -> str | None:
+    """Why row band k of ``array`` is damaged, in a few words, or None when it decodes and looks sane
+    (``length``: the sequence length of a sequence store)."""
+    rows = slice(*chunk_bounds(k, array.chunks[0], array.shape[0]))
     try:
-        values = array[slice(*chunk_bounds(k, array.chunks[0], array.shape[0]))]
+        values = array[rows]
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - every decoder/store error is a finding
@@ -137,7 +160,7 @@ def chunk_error(array: zarr.Array, k: int, n_classes: int | None = None) -> str 
     name = array.path.rsplit("/", 1)[-1]
     if name == "images" and not all(sync(array.store.exists(key)) for key in _chunk_keys(array, k)):
         return "chunk file missing (reads as zeros)"
-    return _sanity(name, values, n_classes)
+    return _sanity(name, values, rows, n_classes, length)
 
 
 def _done_flags(group: zarr.Group, report: CheckReport) -> None:
@@ -168,17 +191,20 @@ def check_store(path: str, progress: Callable[[Iterable[int]], Iterable[int]] | 
     except Exception as exc:  # noqa: BLE001
         raise UserError(f"{path} lacks a readable images or done array ({decode_error(exc)}); "
                         "render it again with --overwrite") from None
-    arrays = store_arrays(group)
-    report = CheckReport(str(path), n, c, arrays)
+    attrs = read_attrs(group, str(path))
+    arrays, missing = store_arrays(group, attrs)
+    report = CheckReport(str(path), n, c, arrays + missing)
     _done_flags(group, report)
     if group["done"].shape[0] != n_chunks(n, c):
         raise UserError(f"{path}: done has {group['done'].shape[0]} flags for {n_chunks(n, c)} chunks; "
                         "render it again with --overwrite")
-    n_classes = len(read_attrs(group, str(path)).class_names or []) or None
+    n_classes = len(attrs.class_names or []) or None
+    length = int(attrs.sequences["length"]) if attrs.sequences else None
     opened = {name: group[name] for name in arrays}
+    report.bad += [BadChunk(k, name, MISSING) for name in missing for k in report.done]
     for k in (progress or (lambda it: it))(report.done):
         for name, array in opened.items():
-            why = chunk_error(array, k, n_classes)
+            why = chunk_error(array, k, n_classes, length)
             if why:
                 report.bad.append(BadChunk(k, name, why))
     report.bad.sort(key=lambda b: (b.chunk, b.array))
@@ -195,8 +221,12 @@ def repair_store(path: str, report: CheckReport) -> list[int]:
     done = group["done"]
     for k in report.bad_chunks:
         done[k] = False  # a whole one-flag chunk: written without decoding the damaged one
+    attrs = read_attrs(group, path)
+    for name in sorted({b.array for b in report.bad if b.error == MISSING}):  # a sequence array: the render refills it
+        layout = sequence_layout(len(attrs.sequences["intervention_names"]))
+        create_extra(group, name, layout[name], report.n, report.chunk_size)
     for bad in report.bad:
-        if bad.array == "done":
+        if bad.array == "done" or bad.error == MISSING:
             continue
         array = group[bad.array]
         for key in _chunk_keys(array, bad.chunk):

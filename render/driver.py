@@ -5,19 +5,25 @@ workers run on a ``LocalCluster`` of worker processes, and ``--scheduler tcp://H
 cluster (e.g. started by dask-jobqueue on SLURM/PBS). Each process keeps one Blender renderer, built on its
 first chunk and re-posed for every image; one chunk renders at a time per process, with the process's Cycles
 threads set explicitly. Chunks already marked done are skipped, so re-running a command resumes it. Given
-latents are written into the store by the driver; each task reads its own rows from there.
+latents are written into the store by the driver; each task reads its own rows from there. Preparing a store
+(creating it, reading its done flags, writing given latents) goes in blocks with Ctrl-C held to a block's end: an
+interrupt then removes a store this run created and keeps one it resumes (``prepare_store``).
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import os
+import queue
 import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -28,13 +34,31 @@ import numpy as np
 from causal import SCM, Samples, load_scm, rng
 from causal.errors import UserError
 from store.attrs import StoreAttrs
-from store.zarr_io import ChunkData, chunk_bounds, done_mask, is_url, n_chunks, prepare, write_chunk, write_given
+from store.memory import check_fits, gb
+from store.zarr_io import (
+    ChunkData,
+    chunk_bounds,
+    is_url,
+    n_chunks,
+    prepare,
+    read_rows,
+    store_name,
+    write_chunk,
+    write_given,
+)
 
 CONNECT_TIMEOUT_S = 10.0  # default wait for an existing scheduler (--scheduler) before giving up
 BASE_WORKER_BYTES = 400 * 2**20  # a worker's Blender with the scene built (measured RSS ~357 MB)
 BUFFER_BYTES_PER_PX = 128  # Cycles' float RGBA render/denoise passes per pixel (upper estimate)
 VIEW_SEEDS = ("independent", "shared")  # a view's Cycles seeds: its own stream, or its anchor's
-BOOKKEEPING_BYTES_PER_CHUNK = 64  # the driver's per-chunk state (done flag, index, progress sums), upper estimate
+# the driver's per-chunk state, upper estimate: the done flags and the to-do indices (9 B), the lists of chunks
+# skipped, to do and rendered (36 B each as Python ints) and the done read's block (DONE_BLOCK chunks at a time:
+# Zarr holds ~2.4 KB per chunk while it reads, measured, so a whole million-chunk read would take GBs)
+BOOKKEEPING_BYTES_PER_CHUNK = 128
+# chunks per read of the done flags and per write of given latents while a store is prepared: its memory and Ctrl-C
+# grain (writing a sequence store's five given arrays took ~5 ms per chunk on 2 busy cores, so a Ctrl-C waits under
+# a second; blocks of 256 to 4,096 read all 31,250 flags of --n 2000000 in the same 3.3-3.7 s as one read)
+DONE_BLOCK = 128
 MIN_STORED_FRACTION = 0.1  # smallest compressed/raw image size seen (0.21 at 224 px, 0.42 at 64 px): disk check
 
 
@@ -161,6 +185,68 @@ def _anchors(job: RenderJob, scm: SCM, group: Any, start: int, stop: int) -> Sam
                    scm.class_node, scm.class_names)
 
 
+class BlenderThread:
+    """The one thread that imports bpy and runs every render of a process whose tasks run off its main thread (a
+    Dask worker's task threads), and that shuts Blender down in an ``atexit`` hook before Python's finalisation.
+
+    Why: bpy's importing thread is Blender's main thread, and its exit must run there too (see
+    ``render.bpy_module.exit_blender``). A Dask worker ran its tasks, so imported bpy, in a thread of its task
+    pool; that pool is joined when the worker closes, so at exit Blender's teardown ran in the process's main
+    thread and segfaulted: every ``dask worker`` that had rendered died with signal 11 on SIGTERM (the nanny logged
+    "Worker process N was killed by signal 11"; ``--no-nanny`` exited -11), as did a local cluster's workers. This
+    thread outlives the pool (a daemon: the interpreter joins non-daemon threads before ``atexit``), and its hook
+    is registered before bpy is imported, so it runs after bpy's own ``atexit`` hooks, which still use bpy. The
+    hook waits for a render in progress, closes the cached renderer, exits Blender here and ends the thread.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Future] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="ident3d-blender", daemon=True)
+        atexit.register(self.stop)
+        self._thread.start()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` run in this thread; its result, or its exception raised here."""
+        done: Future = Future()
+        self._jobs.put((fn, args, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        """Run the queued calls one after another until told to stop (None)."""
+        while (job := self._jobs.get()) is not None:
+            fn, args, done = job
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised in its thread
+                done.set_exception(exc)
+
+    def stop(self) -> None:
+        """Close the cached renderer, exit Blender in this thread (if it imported bpy) and end the thread."""
+        if self._thread.is_alive():
+            self.call(_release_blender)
+            self._jobs.put(None)
+            self._thread.join()
+
+
+def _blender_thread() -> BlenderThread:
+    """This process's BlenderThread, started on first use (callers hold _RENDER_LOCK)."""
+    if "blender_thread" not in _CACHE:
+        _CACHE["blender_thread"] = BlenderThread()
+    return _CACHE["blender_thread"]
+
+
+def _release_blender() -> None:
+    """Close the cached renderer (its temporary folder) and run Blender's exit; in the thread that imported bpy."""
+    renderer = _CACHE.pop("renderer", None)
+    _CACHE.pop("key", None)
+    if renderer is not None:
+        renderer.close()
+    if "bpy" in sys.modules:
+        from render.bpy_module import exit_blender
+
+        exit_blender()
+
+
 @dataclass(frozen=True)
 class ChunkFailure:
     """A chunk failed for a reason no retry can fix (bad scene, mesh or data, a corrupt PNG, full disk): returned
@@ -176,7 +262,10 @@ def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float] | ChunkFailur
     on a retry. Other exceptions propagate: Dask retries them (a worker fault may be transient)."""
     try:
         with _RENDER_LOCK:
-            return _render_chunk(job, k)
+            job = replace(job, threads=worker_threads(job))  # here: the Dask worker is only known in its own thread
+            if threading.current_thread() is threading.main_thread():
+                return _render_chunk(job, k)
+            return _blender_thread().call(_render_chunk, job, k)
     except UserError as exc:
         return ChunkFailure(k, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except OSError as exc:
@@ -248,22 +337,6 @@ def local_cluster(workers: int, threads: int) -> tuple[Any, Any]:
         signal.signal(signal.SIGINT, previous)
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available to new processes (MemAvailable on Linux, else free physical pages); None if
-    unknown. Shared by the memory checks of rendering and sampling."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def worker_memory(resolution: int, chunk_size: int, n_views: int) -> int:
     """Estimated peak bytes of one render worker: Blender, Cycles' buffers for one image, and the chunk's uint8
     images (anchors and views) held until they are written."""
@@ -271,20 +344,14 @@ def worker_memory(resolution: int, chunk_size: int, n_views: int) -> int:
     return BASE_WORKER_BYTES + px * BUFFER_BYTES_PER_PX + chunk_size * px * 3 * (1 + n_views)
 
 
-def check_memory(layout: dict[str, Any], workers: int, available: int | None = None) -> None:
-    """Refuse a render whose workers would not fit in memory, with one line saying what to lower."""
+def check_memory(layout: dict[str, Any], workers: int, available: int | None = None,
+                 chunk_flags: str = "--chunk-size") -> None:
+    """Refuse a render whose workers would not fit in memory (:func:`store.memory.check_fits`), with one line saying
+    what to lower (``chunk_flags``: the flags that set a chunk's images, e.g. a sequence render's)."""
     res, chunk, views = int(layout["height"]), int(layout["chunk_size"]), len(layout.get("views", []))
-    need = worker_memory(res, chunk, views) * workers
-    have = available_memory() if available is None else available
-    if have is not None and need > have:
-        raise UserError(f"{workers} worker(s) rendering {res} px images in chunks of {chunk} "
-                        f"(x{1 + views} with views) need about {gb(need)} of memory but {gb(have)} is available; "
-                        "lower --resolution, --chunk-size or --workers")
-
-
-def gb(nbytes: int) -> str:
-    """A byte count as GB for messages, e.g. '1,248.4 GB'."""
-    return f"{nbytes / 2**30:,.1f} GB"
+    check_fits(worker_memory(res, chunk, views) * workers,
+               f"{workers} worker(s) rendering {res} px images in chunks of {chunk:,} (x{1 + views} with views) need",
+               f"lower --resolution, {chunk_flags} or --workers", available)
 
 
 def cpu_cores() -> int:
@@ -314,12 +381,8 @@ def check_bookkeeping(job: RenderJob, available: int | None = None, free_disk: i
     """Refuse an ``n`` whose per-chunk bookkeeping would not fit in memory, or whose store would not fit on the
     local disk even at the best compression seen, before anything is created (one line, the flags to change)."""
     chunks = n_chunks(job.n, job.chunk_size)
-    need = chunks * BOOKKEEPING_BYTES_PER_CHUNK
-    have = available_memory() if available is None else available
-    if have is not None and need > have // 2:
-        raise UserError(f"--n {job.n:,} in chunks of {job.chunk_size} makes {chunks:,} chunks whose bookkeeping "
-                        f"needs about {gb(need)} of memory but {gb(have)} is available; lower --n or raise "
-                        "--chunk-size")
+    check_fits(chunks * BOOKKEEPING_BYTES_PER_CHUNK, f"--n {job.n:,} in chunks of {job.chunk_size} makes "
+               f"{chunks:,} chunks whose bookkeeping needs", "lower --n or raise --chunk-size", available)
     res = int(job.settings["resolution"])
     store = int(job.n * res * res * 3 * (1 + len(job.views)) * MIN_STORED_FRACTION)
     if free_disk is None and not is_url(job.out):
@@ -342,7 +405,8 @@ def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = No
     in this process, without a cluster. ``threads``: Cycles threads per worker process (default: the cores split
     evenly between the local workers; with a scheduler, each worker's own thread count). Errors no retry can fix
     stop the run with a one-line ``UserError``; Ctrl-C stops it with a ``KeyboardInterrupt`` saying how many chunks
-    are done (counted once the workers stopped). Finished chunks are kept either way, so re-running resumes.
+    are done (counted once the workers stopped). Finished chunks are kept either way, so re-running resumes. Ctrl-C
+    while the store is prepared, before any chunk renders, removes a store this run created (:func:`prepare_store`).
     """
     job = plan.job
     device = str(job.settings.get("device", "cpu"))
@@ -367,15 +431,12 @@ def _run(plan: RenderPlan, client: Any, workers: int, threads: int | None, overw
     """The body of :func:`run` once the scheduler (if any) answered: prepare the store, render what is not done
     in this process or on a cluster (a local one started here when more than one worker is wanted)."""
     job = plan.job
-    group = prepare(job.out, plan.attrs, plan.layout, overwrite)
-    done = done_mask(group)
+    group, done = prepare_store(plan, overwrite)
     todo = np.flatnonzero(~done)
     report = RenderReport([], np.flatnonzero(done).tolist(), {}, 0, 0.0, out=job.out, n=job.n,
                           n_chunks=job.n_chunks)
     if not len(todo):
         return report
-    if plan.latents is not None:
-        write_given(group, plan.latents, plan.classes, todo.tolist(), plan.extra)
     gpu = job.settings.get("device") == "gpu"
     if client is None and (workers == 1 or len(todo) == 1):
         job = replace(job, threads=threads or (0 if gpu else cpu_cores()))
@@ -398,6 +459,92 @@ def _run(plan: RenderPlan, client: Any, workers: int, threads: int | None, overw
             cluster.close()
 
 
+class HeldInterrupt:
+    """Ctrl-C held while a store is prepared: the handler only records it and :meth:`check` raises it between
+    blocks of Zarr I/O, so none is left in flight (Zarr's event loop would print two lines per pending task at
+    exit, and a write landing after the clean-up would bring a removed store back). Only Python's own handler in
+    the main thread is replaced; elsewhere (another handler, a thread) Ctrl-C arrives as it would."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> HeldInterrupt:
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        """The SIGINT handler while held: remember it."""
+        self.requested = True
+
+    def check(self) -> None:
+        """Raise the Ctrl-C held so far (a KeyboardInterrupt), if any."""
+        if self.requested:
+            self.requested = False
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+def prepare_store(plan: RenderPlan, overwrite: bool) -> tuple[Any, np.ndarray]:
+    """Create the store or reopen it to resume, read which chunks are done and write the given latents of the
+    others, in blocks of ``DONE_BLOCK`` chunks with Ctrl-C held until a block ends (:class:`HeldInterrupt`);
+    returns the group and the done flags. A store created here has none done: its flags are not read.
+
+    Ctrl-C here (before any chunk is rendered) is a KeyboardInterrupt saying what became of the store: one this
+    run created (new, or replaced with ``overwrite``) is removed, an empty folder given as ``out`` is left empty,
+    so re-running starts afresh; a store being resumed (or any store at a URL) is kept, complete in its arrays
+    (creating them is never cut short) and with its given latents rewritten at every start, so re-running resumes.
+    """
+    out = plan.job.out
+    local = not is_url(out)
+    fresh = local and (overwrite or not (Path(out) / "zarr.json").is_file())
+    empty_folder = local and Path(out).is_dir() and not any(Path(out).iterdir())
+    with HeldInterrupt() as held:
+        try:
+            group = prepare(out, plan.attrs, plan.layout, overwrite)
+            done = np.zeros(plan.job.n_chunks, bool) if fresh else read_done(group, held.check)
+            if plan.latents is not None:
+                todo = np.flatnonzero(~done)
+                for start in range(0, len(todo), DONE_BLOCK):
+                    held.check()
+                    write_given(group, plan.latents, plan.classes, todo[start:start + DONE_BLOCK].tolist(),
+                                plan.extra)
+            held.check()
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(_abandon(out, fresh, empty_folder)) from None
+    return group, done
+
+
+def read_done(group: Any, between: Callable[[], None] = lambda: None) -> np.ndarray:
+    """The store's done flags, read ``DONE_BLOCK`` chunks at a time (Zarr holds ~2.4 KB per chunk while it reads:
+    one read of a million-chunk store's flags would take GBs), calling ``between()`` before each read."""
+    flags, path = group["done"], store_name(group)
+    parts = [np.zeros(0, bool)]
+    for start in range(0, flags.shape[0], DONE_BLOCK):
+        between()
+        parts.append(np.asarray(read_rows(flags, slice(start, start + DONE_BLOCK), path), dtype=bool))
+    return np.concatenate(parts)
+
+
+def _abandon(out: str, fresh: bool, empty_folder: bool) -> str:
+    """After Ctrl-C while preparing ``out``: remove it if this run created it (re-make the empty folder it was),
+    and say so and how to go on."""
+    if not fresh:
+        return f"interrupted while preparing {out}, before any chunk was rendered; the store is kept as it was: " \
+               "re-run the same command to resume"
+    shutil.rmtree(out, ignore_errors=True)
+    if empty_folder:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    return f"interrupted while preparing {out}, before any chunk was rendered; the partial store was removed: " \
+           "re-run the same command to start it"
+
+
 def dashboard_link(client: Any) -> str:
     """The scheduler's dashboard link, or a note that it has none."""
     try:
@@ -414,10 +561,18 @@ def _images(job: RenderJob, todo: np.ndarray) -> int:
     return int(rows) * (1 + len(job.views))
 
 
-def _interrupted(job: RenderJob, group: Any, note: str = "") -> str:
-    """The Ctrl-C message: chunks done now (call it once the workers stopped) and how to resume."""
-    return f"interrupted: {int(done_mask(group).sum())} of {job.n_chunks} chunks done{note}; re-run the same " \
-           "command to resume"
+def _interrupted(job: RenderJob, done: int, note: str = "") -> str:
+    """The Ctrl-C message: ``done`` chunks done now (counted once the workers stopped) and how to resume."""
+    return f"interrupted: {done} of {job.n_chunks} chunks done{note}; re-run the same command to resume"
+
+
+def _inline_done(report: RenderReport, group: Any, current: int | None) -> int:
+    """Chunks done when an in-process render stopped: those skipped and rendered, and the one it was on if its flag
+    was set before the stop (read alone: reading every flag of a million-chunk store takes minutes)."""
+    count = len(report.skipped) + len(report.rendered)
+    if current is not None and report.rendered[-1:] != [current] and bool(group["done"][current]):
+        count += 1
+    return count
 
 
 def _render_inline(job: RenderJob, todo: np.ndarray, retries: int, progress: bool, report: RenderReport,
@@ -426,10 +581,11 @@ def _render_inline(job: RenderJob, todo: np.ndarray, retries: int, progress: boo
     runs, retried ``retries`` times on an unexpected error; Ctrl-C stops between frame sequences."""
     from tqdm import tqdm
 
-    t0 = time.perf_counter()
+    t0, current = time.perf_counter(), None
     try:
         with tqdm(total=_images(job, todo), unit="img", desc="render", disable=not progress, smoothing=0.1) as bar:
             for k in todo.tolist():
+                current = k
                 for attempt in range(retries + 1):
                     try:
                         result = render_chunk(job, k)
@@ -441,7 +597,7 @@ def _render_inline(job: RenderJob, todo: np.ndarray, retries: int, progress: boo
                             result = exc
                 _record(result, k, report, bar)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(_interrupted(job, group)) from None
+        raise KeyboardInterrupt(_interrupted(job, _inline_done(report, group, current))) from None
     finally:
         report.seconds = time.perf_counter() - t0
     report.rendered.sort()
@@ -460,8 +616,8 @@ def _render(client: Any, cluster: Any, job: RenderJob, todo: np.ndarray, retries
     def interrupted() -> str:
         if cluster is not None:
             cluster.close()  # stop the workers first, so the count is final
-            return _interrupted(job, group)
-        return _interrupted(job, group, " (chunks still running on the cluster may finish)")
+            return _interrupted(job, int(read_done(group).sum()))
+        return _interrupted(job, int(read_done(group).sum()), " (chunks still running on the cluster may finish)")
 
     try:
         drain(client, submit, todo.tolist(), _images(job, todo), "render", progress,

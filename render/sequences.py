@@ -14,11 +14,15 @@ import numpy as np
 from causal import load_scm
 from causal.errors import SpecError, UserError
 from causal.loading import load_dynamic_scm
-from render.api import check_run_args, plan_render
+from render.api import check_chunk_memory, check_run_args, plan_render
 from render.driver import CONNECT_TIMEOUT_S, RenderPlan, RenderReport, run
+from store.memory import check_fits
+from store.zarr_io import sequence_layout
 
-# Zarr dimension names of the per-row sequence arrays (as store.zarr_io.DIMENSIONS for the others)
-SEQUENCE_ARRAYS = {"sequence": ("int64", ("sample",), ()), "time": ("int64", ("sample",), ())}
+# peak bytes per (frame, node) while a rollout is drawn and turned into store rows: the float32 latents and bool
+# targets, each step's float64 draws, the flattened float32 copy, the interventions copy and the per-row int64 index,
+# time and class arrays (measured 24.5 on temporal_causal3dident's 10 nodes, 800,000 frames; rounded up)
+ROLLOUT_BYTES_PER_VALUE = 32
 
 
 def _whole(value: Any, what: str, low: int) -> int:
@@ -42,6 +46,8 @@ def plan_sequences(out: str | Path, scm: Any = "temporal_causal3dident", sequenc
         dynamic = load_dynamic_scm(scm)
     except SpecError as exc:
         raise UserError(f"--scm: {exc}") from None
+    check_chunk_memory(settings, preset, per_chunk * steps, "--sequences-per-chunk, --length")
+    check_rollout(n_seq, steps, len(dynamic.names))
     rollout = dynamic.rollout(n_seq, steps, seed=seed)
     static = load_scm(dynamic.step0_spec())
     flat = rollout.latents.reshape(n_seq * steps, -1)
@@ -52,15 +58,35 @@ def plan_sequences(out: str | Path, scm: Any = "temporal_causal3dident", sequenc
     extra = {"sequence": np.repeat(rollout.index, steps).astype(np.int64),
              "time": np.tile(np.arange(steps, dtype=np.int64), n_seq),
              "interventions": rollout.targets.reshape(n_seq * steps, -1).astype(bool)}
-    plan = plan_render(out, scene=scene or dynamic.name, scm=static, latents=flat[:, cols].astype(np.float32),
+    plan = plan_render(out, scene=_scene_for(dynamic.name, scene), scm=static, latents=flat[:, cols].astype(np.float32),
                        classes=classes, settings=settings, preset=preset, seed=seed,
                        chunk_size=per_chunk * steps, meshes=meshes, meshes_dir=meshes_dir)
     record = {"spec": dynamic.spec, "sequences": n_seq, "length": steps, "seed": seed,
               "intervention_names": list(rollout.names)}
     attrs = _with_sequences(plan.attrs, record)
-    layout = {**plan.layout, "extra": {**SEQUENCE_ARRAYS,
-                                       "interventions": ("bool", ("sample", "node"), (len(rollout.names),))}}
+    layout = {**plan.layout, "extra": sequence_layout(len(rollout.names))}
     return RenderPlan(plan.job, attrs, layout, plan.latents, plan.classes, extra)
+
+
+def check_rollout(sequences: int, length: int, nodes: int, available: int | None = None) -> None:
+    """Refuse a rollout whose frames would not fit in memory (``store.memory.check_fits``), before it is drawn:
+    ``ROLLOUT_BYTES_PER_VALUE`` per frame and node of the dynamic SCM."""
+    frames = sequences * length
+    check_fits(frames * nodes * ROLLOUT_BYTES_PER_VALUE, f"--sequences {sequences:,} x --length {length:,} "
+               f"({frames:,} frames of {nodes} nodes) need", "lower --sequences or --length", available)
+
+
+def _scene_for(scm_name: str, scene: Any) -> Any:
+    """The scene to render with: the one given, else the built-in scene of the SCM's name; an SCM without one
+    (a user's own spec) is one line asking for ``--scene``."""
+    from render.scene import BUILTIN_SCENES
+
+    if scene is not None:
+        return scene
+    if scm_name not in BUILTIN_SCENES:
+        raise UserError(f"the dynamic SCM {scm_name!r} has no built-in scene of its name; give --scene, a scene YAML "
+                        "that binds its latents in order (see render/scenes/temporal_causal3dident.yaml)")
+    return scm_name
 
 
 def _with_sequences(attrs: Any, record: dict[str, Any]) -> Any:

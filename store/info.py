@@ -50,8 +50,9 @@ class StoreInfo:
         return self.attrs.scm
 
 
-def split_range(n: int, split: str | None) -> tuple[int, int]:
-    """``None`` -> all rows; ``"train:0.9"`` -> first 90%; ``"test:0.9"`` -> the rest."""
+def split_range(n: int, split: str | None, unit: int = 1) -> tuple[int, int]:
+    """``None`` -> all rows; ``"train:0.9"`` -> first 90%; ``"test:0.9"`` -> the rest. The cut falls between whole
+    blocks of ``unit`` rows (a sequence store's sequences, so no frame is paired across the split)."""
     if not split:
         return 0, n
     part, _, frac = split.partition(":")
@@ -61,7 +62,7 @@ def split_range(n: int, split: str | None) -> tuple[int, int]:
         f = -1.0
     if part not in ("train", "test") or not 0 < f < 1:
         raise UserError(f"bad split {split!r}; use train:F or test:F with 0 < F < 1, e.g. train:0.9")
-    cut = int(round(n * f))
+    cut = int(round(n // unit * f)) * unit
     return (0, cut) if part == "train" else (cut, n)
 
 
@@ -75,7 +76,7 @@ def store_info(path: str, allow_partial: bool = False, split: str | None = None)
         raise UserError(f"{path} is incomplete ({int(done.sum())}/{len(done)} chunks done); finish it by re-running "
                         "`ident3d render`, or pass --allow-partial to train on the done chunks")
     rows = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done)] or [np.zeros(0, int)])
-    lo, hi = split_range(n, split)
+    lo, hi = split_range(n, split, int(attrs.sequences["length"]) if attrs.sequences else 1)
     rows = rows[(rows >= lo) & (rows < hi)].astype(np.int64)
     if rows.size == 0:
         raise UserError(f"{path} has no finished rows in split {split or 'all'}")

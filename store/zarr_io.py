@@ -23,6 +23,27 @@ from store.attrs import FORMAT_VERSION, StoreAttrs
 # Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
 DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),
               "done": ("chunk",)}
+ROW_ARRAYS = ("images", "latents", "classes")  # per-row arrays of the anchors and of every views/NAME/, in this order
+SEQUENCE_ARRAYS = ("sequence", "time", "interventions")  # per-row arrays of a sequence store (attrs.sequences set)
+
+
+def sequence_layout(n_nodes: int) -> dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]]:
+    """A sequence store's per-row arrays as a layout's ``extra``: name -> (dtype, dimension names, shape after the
+    row axis). ``interventions`` has one column per node of the dynamic SCM."""
+    return {"sequence": ("int64", ("sample",), ()), "time": ("int64", ("sample",), ()),
+            "interventions": ("bool", ("sample", "node"), (int(n_nodes),))}
+
+
+def row_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[tuple[str, bool]]:
+    """Every per-row array the store format declares for this store, as (path, required): the anchors' and each
+    view's images, latents and classes (classes only where the SCM has a class), then a sequence store's
+    ``sequence``, ``time`` and ``interventions``. What ``check`` decodes and readers may rely on."""
+    out = []
+    for pre in [""] + [f"views/{v}/" for v in view_names(group)]:
+        out += [(f"{pre}{name}", name != "classes" or bool(attrs.class_names)) for name in ROW_ARRAYS]
+    if attrs.sequences:
+        out += [(name, True) for name in SEQUENCE_ARRAYS]
+    return out
 
 
 @dataclass(frozen=True)
@@ -87,6 +108,10 @@ def prepare(path: str, attrs: StoreAttrs, layout: Mapping[str, Any], overwrite: 
         if diff:
             raise UserError(f"{path} was rendered with different {', '.join(diff)}; use another --out, "
                             "or --overwrite to replace it")
+        held, want = tuple(group["images"].shape[1:3]), (int(layout["height"]), int(layout["width"]))
+        if held != want:  # what the attributes of a converted dataset do not record
+            raise UserError(f"{path} holds {held[0]}x{held[1]} px images, not {want[0]}x{want[1]}; use another --out, "
+                            "or --overwrite to replace it")
         return group
     if not url and Path(path).is_dir() and any(Path(path).iterdir()) and not exists and not overwrite:
         raise UserError(f"{path} is a non-empty folder that is not a store; choose another --out")
@@ -123,12 +148,20 @@ def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Gro
         if layout["has_classes"]:
             group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64",
                                compressors=_zstd(0), dimension_names=DIMENSIONS["classes"])
-    for name, (dtype, dims, tail) in dict(layout.get("extra", {})).items():  # per-row arrays, e.g. a sequence's index
-        group.create_array(name, shape=(n, *tail), chunks=(c, *tail), dtype=dtype, compressors=_zstd(0),
-                           dimension_names=tuple(dims))
+    for name, spec in dict(layout.get("extra", {})).items():  # per-row arrays, e.g. a sequence's index
+        create_extra(group, name, spec, n, c)
     group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
                        compressors=_zstd(0), dimension_names=DIMENSIONS["done"])
     return group
+
+
+def create_extra(group: zarr.Group, name: str, spec: tuple[str, tuple[str, ...], tuple[int, ...]], n: int,
+                 chunk_size: int) -> zarr.Array:
+    """Create (or replace) the per-row array ``name`` of a layout's ``extra`` (dtype, dimension names, shape after the
+    row axis), chunked as the store's rows."""
+    dtype, dims, tail = spec
+    return group.create_array(name, shape=(n, *tail), chunks=(chunk_size, *tail), dtype=dtype, compressors=_zstd(0),
+                              dimension_names=tuple(dims), overwrite=True)
 
 
 def _zstd(level: int) -> zarr.codecs.ZstdCodec:

@@ -55,7 +55,7 @@ def test_bad_inputs_exit_2(setup, tmp_path):
     (tmp_path / "empty_run" / "config.json").write_text((setup / "run" / "config.json").read_text())
     cases = [
         (["--run", str(tmp_path / "empty_run"), "--data", str(setup / "test.zarr")], "no checkpoint.pt"),
-        (["--run", str(setup / "run"), "--data", str(setup / "other.zarr")], "is a 3dident store"),
+        (["--run", str(setup / "run"), "--data", str(setup / "other.zarr")], "has classes none but the run was trained on Teapot, Hare"),
         (["--run", str(tmp_path), "--data", str(setup / "test.zarr")], "not a run directory"),
     ]
     for args, expected in cases:
@@ -95,3 +95,18 @@ def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
              "--metrics", "temporal", "--out", str(tmp_path / "t.json"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "needs a sequence store" in r.stderr and not (tmp_path / "t.json").exists()
+
+
+def test_metric_flags_say_which_metric_and_add_up(setup, tmp_path):
+    """Issue 32.12: too few samples named no metric; an empty --metrics computed nothing silently; a repeated
+    --metrics kept only the last."""
+    from helpers import run_cli
+
+    base = ["evaluate", "--run", setup / "run", "--data", setup / "test.zarr", "--no-kernel"]
+    r = run_cli(*base, "--score", "22", "--metrics", "mig")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "metric mig: need at least 40 samples" in r.stderr, r.stderr
+    r = run_cli(*base, "--metrics", "", "--out", tmp_path / "e.json")
+    assert r.returncode == 2 and "--metrics names no metric" in r.stderr and not (tmp_path / "e.json").exists()
+    r = run_cli(*base, "--metrics", "sap", "--metrics", "mig", "--out", tmp_path / "two.json")
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads((tmp_path / "two.json").read_text())["metrics"]) == {"sap", "mig"}

@@ -76,8 +76,11 @@ def test_every_kind_reuses_finished_cells_and_reruns_a_stale_one(tmp_path, kind)
 
 def test_scaling_curves_are_the_points_own_numbers(tmp_path):
     """curves.json holds, per point in config order, each row's mean linear R^2 as the mean over its cell's
-    report (not a copy of another point's), the scale read from the point's config, and a fact per SSL row."""
-    out, _ = run_kind("scaling", tmp_path, steps=3)
+    report (not a copy of another point's), the scale read from the point's config, and a fact per SSL row. Another
+    --layer is refused on the finished output (nothing changes), and with --overwrite replaces its tables with that
+    layer's numbers, reusing every cell."""
+    out, done = run_kind("scaling", tmp_path, steps=3)
+    assert json.loads((out / "curves.json").read_text())["layer"] == "output"
     curves = json.loads((out / "curves.json").read_text())["paper001"]
     assert [p["name"] for p in curves["points"]] == ["point0", "point1"]
     assert [p["scale"]["steps"] for p in curves["points"]] == [3, 4]
@@ -92,6 +95,29 @@ def test_scaling_curves_are_the_points_own_numbers(tmp_path):
     assert [f["row"] for f in curves["facts"]] == ["lt_change_hues"]
     assert curves["facts"][0]["curve"] == [a, b]
     assert (out / "tables/point0.md").read_text().startswith("| row | seeds |")
+    check_another_layer(tmp_path, out, done)
+
+
+def check_another_layer(tmp: Path, out: Path, done: list[Path]) -> None:
+    """The finished scaling output ``out``: --layer inner is refused without --overwrite, leaving it unchanged; with
+    it, the curves and every point's table are the inner layer's, and no cell ran again."""
+    from helpers import tree_digest
+
+    from pipelines.scaling import load_config, run_scaling
+
+    cfg, digest, stamps = load_config(tmp / "scaling.yaml"), tree_digest(out), [p.stat().st_mtime_ns for p in done]
+    with pytest.raises(UserError, match=f"^{out} holds finished tables of the output layer; pass --overwrite to "
+                                        "replace them with the inner layer's, or use another --out$"):
+        run_scaling(cfg, out, layer="inner")
+    assert tree_digest(out) == digest
+    curves = run_scaling(cfg, out, layer="inner", overwrite=True)
+    assert json.loads((out / "curves.json").read_text())["layer"] == curves["layer"] == "inner"
+    for i, point in enumerate(curves["paper001"]["points"]):
+        assert json.loads((out / f"points/point{i}/table.json").read_text())["layer"] == "inner"
+        report = json.loads((out / f"points/point{i}/cells/lt_change_hues/seed0/report.json").read_text())
+        r2 = report["layers"]["inner"]["r2_linear"]
+        assert point["rows"]["lt_change_hues"]["mean_r2"] == pytest.approx(statistics.fmean(r2.values()))
+    assert [p.stat().st_mtime_ns for p in done] == stamps
 
 
 @pytest.mark.parametrize("kind", ["synthetic", "compare", "scaling"])

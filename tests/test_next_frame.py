@@ -142,3 +142,40 @@ def test_a_citris_run_saved_before_the_classifier_existed_evaluates_and_resumes(
     assert r.returncode == 0 and "to step 3" in r.stdout, r.stderr
     objective = RunDir(run).load().objective(image_size=16)
     assert objective.learner.classifier is None  # it went on as it had trained
+
+
+def test_a_run_trained_on_rendered_frames_evaluates_on_an_imported_store_and_back(seq_store, tmp_path):
+    """Issue 32.4: evaluate compared the scene's name ("imported" vs "temporal_causal3dident") although the latents,
+    groups, classes and size match; it now compares what the scores need, in both directions."""
+    from render.sequences import render_sequences
+
+    rendered = tmp_path / "rendered.zarr"
+    assert render_sequences(rendered, sequences=4, length=LENGTH, settings={"resolution": 16, "samples": 1},
+                            workers=1, progress=False).ok
+    assert store_info(str(rendered)).scene != store_info(str(seq_store)).scene
+    for train, test in ((rendered, seq_store), (seq_store, rendered)):
+        run = tmp_path / f"run_{train.stem}"
+        r = run_cli("train", "--data", train, "--views", "next_frame", "--objective", "infonce", "--encoder", "cnn",
+                    "--steps", "2", "--batch-size", "8", "--out", run, "--no-progress", "--device", "cpu")
+        assert r.returncode == 0, r.stderr
+        r = run_cli("evaluate", "--run", run, "--data", test, "--no-kernel")
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_split_of_a_sequence_store_cuts_between_sequences(seq_store, tmp_path):
+    """Issue 32.10: --split train:0.3 cut 72 frames at row 22, inside a sequence, so a frame's partner lay in the test
+    part; the cut now falls between whole sequences, and no pair crosses it."""
+    for split in ("train:0.3", "test:0.3"):
+        info = store_info(str(seq_store), split=split)
+        assert info.rows.size % LENGTH == 0 and info.rows.size in (4 * LENGTH, 8 * LENGTH)
+        ds = StoreBatches(info, 16, seed=0)
+        make_view_maker("next_frame", lambda x: x).bind(ds, None, 0)
+        for step in range(4):
+            assert np.isin(ds.batch(step)["pair/index"].numpy(), info.rows).all()
+
+
+def test_citris_vae_needs_a_latent_dimension_per_causal_variable(seq_store, tmp_path):
+    r = run_cli("train", "--data", seq_store, "--views", "next_frame_targets", "--objective", "citris_vae",
+                "--out-dim", "2", "--steps", "1", "--out", tmp_path / "r", "--no-progress")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--out-dim must be at least 7, got 2" in r.stderr
+    assert not (tmp_path / "r").exists()

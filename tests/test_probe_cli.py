@@ -53,8 +53,8 @@ def test_dataset_cli_writes_a_labelled_store(tmp_path, capsys):
     assert code == 0 and "1797 images of 32 px" in out
     info = store_info(str(tmp_path / "d.zarr"))
     assert info.image_size == 32 and info.class_names == [str(i) for i in range(10)] and info.rows.size == 1797
-    code, _, err = run_cli(["dataset", "digits", "--out", str(tmp_path / "d.zarr")], capsys)
-    assert code == 2 and "already exists" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(["dataset", "digits", "--out", str(tmp_path / "d.zarr")], capsys)  # 28 px, not 32
+    assert code == 2 and "holds 32x32 px images, not 28x28" in err and len(err.strip().splitlines()) == 1
 
 
 def write_idx(path, array):

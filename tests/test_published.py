@@ -12,7 +12,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import zarr
-from helpers import tree_digest
+from helpers import run_cli, tree_digest
 from PIL import Image
 
 import ingest.published as published
@@ -199,16 +199,24 @@ def test_bad_source_is_one_line_and_creates_no_store(tmp_path, scheduler, capsys
     assert not (tmp_path / "s.zarr").exists()
 
 
-def test_unwritable_out_and_finished_store(tmp_path, scheduler, capsys):
+def test_unwritable_out_and_a_rerun_on_a_complete_store(tmp_path, scheduler, capsys):
     make_3dident(tmp_path / "src")
     (tmp_path / "file").write_text("x")
     one_line_error(capsys, run_import(tmp_path / "src", tmp_path / "file/s.zarr", "3dident", scheduler), "cannot create the store")
     store = tmp_path / "s.zarr"
     assert run_import(tmp_path / "src", store, "3dident", scheduler) == 0
+    capsys.readouterr()
     before = tree_digest(store)
-    one_line_error(capsys, run_import(tmp_path / "src", store, "3dident", scheduler), "already a complete store", "--overwrite")
+    assert run_import(tmp_path / "src", store, "3dident", scheduler) == 0  # same source and settings: as render does
+    out, err = capsys.readouterr()
+    assert out == f"{store} is complete (24 images, 3 chunks); nothing to do (--overwrite imports it again)\n" and not err
+    one_line_error(capsys, run_import(tmp_path / "src", store, "3dident", scheduler, "--chunk-size", "4"),
+                   "was rendered with different chunk_size", "--overwrite")
+    one_line_error(capsys, run_import(tmp_path / "src", store, "3dident", scheduler, "--compression-level", "3"),
+                   "was imported with different --compression-level", "--overwrite")
     assert tree_digest(store) == before
     assert run_import(tmp_path / "src", store, "3dident", scheduler, "--overwrite") == 0 and complete(store)
+    assert "imported 3 chunks" in capsys.readouterr().out
 
 
 # ----- resuming ------------------------------------------------------------------------------------
@@ -352,3 +360,17 @@ def test_scaled_latents_follow_a_rendered_stores_scene():
     rendered = published.scaled_latents(raw, load_scene("3dident").to_dict(), "3dident")  # a rendered store's scene_spec
     assert np.array_equal(rendered, published.scaled_latents(raw, {"imported": "3dident"}, "3dident"))
     assert np.allclose(rendered[:, 3], raw[:, 3] * np.pi / 2) and np.allclose(rendered[:, 7], raw[:, 7] / 4)
+
+
+def test_dataset_takes_an_empty_folder_as_export_does_and_a_rerun_does_nothing(tmp_path):
+    """Issue 32.12: `dataset` refused an empty folder that `export` accepts; one rule for every writer: a new or empty
+    folder is written, a complete store of the same dataset and settings is left as it is (exit 0, nothing to do)."""
+    (tmp_path / "d").mkdir()
+    r = run_cli("dataset", "digits", "--size", "8", "--out", tmp_path / "d")
+    assert r.returncode == 0 and "wrote" in r.stdout, r.stderr
+    digest = tree_digest(tmp_path / "d")
+    r = run_cli("dataset", "digits", "--size", "8", "--out", tmp_path / "d")
+    assert r.returncode == 0 and "is complete (1797 images); nothing to do" in r.stdout, r.stderr
+    r = run_cli("dataset", "digits", "--size", "12", "--out", tmp_path / "d")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--overwrite" in r.stderr
+    assert tree_digest(tmp_path / "d") == digest

@@ -187,3 +187,14 @@ def test_stores_without_dimension_names_stay_readable(copy):
     assert zarr.open_group(str(copy), mode="r")["images"].metadata.dimension_names is None
     assert check_store(str(copy)).ok and store_info(str(copy)).rows.size == 20
     assert main(["show", str(copy)]) == 0
+
+
+def test_show_draws_a_grid_of_an_iid_store(clean, tmp_path):
+    """Issue 32.1: `show STORE --out grid.png` crashed on every i.i.d. store (StoreAttrs has no .get); the README's
+    gallery is made with it. The grid holds the anchors and their hues view, captioned, under the scene's name."""
+    from helpers import read_png, run_cli
+
+    r = run_cli("show", clean, "--out", tmp_path / "grid.png", "--count", "4")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    height, width, colours = read_png(tmp_path / "grid.png")
+    assert height > 200 and width > 400 and colours > 500

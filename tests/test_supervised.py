@@ -116,3 +116,21 @@ def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
     grid[CEILING_ROW["name"]] = {c: (0.35, 0.0) for c in cols}
     text = side_by_side(cfg, grid)
     assert "| supervised (ceiling) | 0.35 |" in text and "0.30 / 1.00 bounded" in text and "0.30 / 0.28 =" in text
+
+
+def test_a_fraction_is_shown_only_where_the_ceiling_clears_chance():
+    """Issue 32.13: rotations' ceiling of 0.06 gave "1.00"; a fraction needs the ceiling 0.2 above chance (R^2 0,
+    accuracy 1 / classes), else a dash and a footnote."""
+    from evaluation.ceiling import ceiling_fractions, chance_levels, fraction_markdown
+
+    table = {"A": {"Class": (0.30, 0.0), "rotations": (0.06, 0.0), "positions": (0.5, 0.0)},
+             "ceiling": {"Class": (0.34, 0.0), "rotations": (0.06, 0.0), "positions": (0.8, 0.0)}}
+    chance = chance_levels(list(table["A"]), 7)
+    assert chance == {"Class": pytest.approx(1 / 7), "rotations": 0.0, "positions": 0.0}
+    frac = ceiling_fractions(table, "ceiling", chance)
+    assert np.isnan(frac["A"]["Class"]) and np.isnan(frac["A"]["rotations"])  # 0.34 < 1/7 + 0.2; 0.06 < 0.2
+    assert frac["A"]["positions"] == pytest.approx(0.625)
+    assert ceiling_fractions(table, "ceiling", chance_levels(list(table["A"]), 50))["A"]["Class"] == pytest.approx(
+        0.30 / 0.34)  # 50 classes: chance 0.02, the ceiling clears it
+    md = fraction_markdown(frac, table["ceiling"])
+    assert "| A | - | - | 0.62 |" in md and "less than 0.2 above chance" in md

@@ -1,13 +1,16 @@
-"""The published Temporal Causal3DIdent .npz <-> sequence stores: units, target alignment, round trip, bad files."""
+"""The published Temporal Causal3DIdent .npz <-> sequence stores: units, target alignment, round trip, bad files and
+flags (one line, nothing written), export faults, and re-running a finished import."""
 
 from __future__ import annotations
 
+import io
 import math
+import zipfile
 
 import numpy as np
 import pytest
 import zarr
-from helpers import run_cli
+from helpers import run_cli, tree_digest
 
 from ingest.temporal_npz import COLUMNS, SHAPES, export_temporal, import_temporal
 
@@ -97,9 +100,24 @@ def test_export_writes_the_chain_back_and_a_new_sequence_is_an_intervention_on_e
     assert np.allclose(a["latents"][:], b["latents"][:], atol=1e-6)
 
 
-def test_import_resumes_and_refuses_a_finished_store(tmp_path):
+def import_cli(src, out, *extra):
+    """`ident3d import --format temporal_causal3dident` in this process."""
+    return run_cli("import", "--format", "temporal_causal3dident", src, "--out", out, "--no-progress", *extra)
+
+
+def one_line(r, *fragments) -> str:
+    """Exit code 2 and exactly one stderr line (no traceback) holding every fragment."""
+    err = r.stderr.strip()
+    assert r.returncode == 2 and err.count("\n") == 0 and "Traceback" not in err, r.stderr
+    for f in fragments:
+        assert f in err, err
+    return err
+
+
+def test_import_resumes_and_a_rerun_on_a_complete_store_does_nothing(tmp_path):
     citris_file(tmp_path / "train.npz")
     out = tmp_path / "s.zarr"
+    settings = ("--length", LENGTH, "--sequences-per-chunk", 1)
     import_temporal(tmp_path / "train.npz", out, length=LENGTH, sequences_per_chunk=1, progress=False)
     g = zarr.open_group(str(out), mode="r+")
     g["done"][2] = False
@@ -107,32 +125,172 @@ def test_import_resumes_and_refuses_a_finished_store(tmp_path):
     r = import_temporal(tmp_path / "train.npz", out, length=LENGTH, sequences_per_chunk=1, progress=False)
     assert r.imported == [2] and r.skipped == [0, 1, 3]
     assert g["images"][10:15].any()
-    r = run_cli("import", "--format", "temporal_causal3dident", tmp_path / "train.npz", "--out", out,
-                "--length", LENGTH, "--sequences-per-chunk", 1, "--no-progress")
-    assert r.returncode == 2 and "already a complete store" in r.stderr and "--overwrite" in r.stderr, r.stderr
+    before = tree_digest(out)
+    r = import_cli(tmp_path / "train.npz", out, *settings)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout == f"{out} is complete (4 sequences x 5 frames, 4 chunks); nothing to do (--overwrite imports it " \
+                       "again)\n"
+    assert tree_digest(out) == before
+    one_line(import_cli(tmp_path / "train.npz", out, "--length", 4), "was rendered with different", "--overwrite")
+    one_line(import_cli(tmp_path / "train.npz", out, *settings, "--compression-level", 3),
+             "was imported with different --compression-level", "--overwrite")
+    citris_file(tmp_path / "train.npz", interventions=np.zeros((N - 1, 12), int))  # same factors, other targets
+    one_line(import_cli(tmp_path / "train.npz", out, *settings), "was imported with different source files")
+    assert tree_digest(out) == before
+    r = import_cli(tmp_path / "train.npz", out, *settings, "--overwrite")
+    assert r.returncode == 0 and "imported 4 chunks" in r.stdout, r.stderr
+    assert not zarr.open_group(str(out), mode="r")["interventions"][:].any()
 
 
-@pytest.mark.parametrize("override, message", [
-    ({"raw_latents": np.full((N, 10), 7.0, np.float32)}, "raw_latents column pos-x spans [7, 7]"),
-    ({"interventions": np.zeros((N - 1, 10), int)}, "interventions (22, 10)"),
-    ({"imgs": np.zeros((N, 6, 6), np.uint8)}, "expected N x H x W x 3"),
-    ({"shape_latents": np.full((N, 2), 9, np.uint8)}, "shape indices outside 0..6"),
-])
-def test_bad_files_are_one_line_exit_2_and_write_nothing(tmp_path, override, message):
-    citris_file(tmp_path / "bad.npz", **override)
+# ----- bad files: every member is checked before the store is created ------------------------------------------
+def npz_members(path, **members):
+    """A .npz whose members are given as raw .npy bytes (a member can be cut short or damaged)."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for key, data in members.items():
+            zf.writestr(f"{key}.npy", data)
+
+
+def npy_bytes(array) -> bytes:
+    """An array as the bytes of an .npy file."""
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array)
+    return buf.getvalue()
+
+
+def short_images(path):
+    """imgs.npy 100 bytes shorter than its header says (the zip's CRC matches what is there)."""
+    arrays = citris_file(path, n=N + 40)
+    members = {k: npy_bytes(v) for k, v in arrays.items()}
+    npz_members(path, **{**members, "imgs": members["imgs"][:-100]})
+
+
+def bad_crc(key):
+    """A file (stored, not compressed) with one byte of ``key``'s data flipped: the member fails the zip's CRC."""
+    def spoil(path):
+        arrays = citris_file(path, n=N + 40)
+        np.savez(path, **arrays)
+        data = bytearray(path.read_bytes())
+        at = data.index(b"\x93NUMPY", data.index(f"{key}.npy".encode())) + 128 + 50
+        data[at] ^= 0xFF
+        path.write_bytes(bytes(data))
+    return spoil
+
+
+def override(**arrays):
+    """A file whose named arrays are replaced."""
+    return lambda path: citris_file(path, **arrays)
+
+
+def shapes_with(value, dtype=float):
+    """shape_latents whose row 3 holds ``value`` as its shape index."""
+    shapes = np.stack([np.arange(N) % 7, np.zeros(N)], 1).astype(dtype)
+    shapes[3, 0] = value
+    return override(shape_latents=shapes)
+
+
+RAW = np.random.default_rng(0).uniform(0, 2, (N, 10)).astype(np.float32)  # in every column's range
+BAD = {
+    "out of range": (override(raw_latents=np.full((N, 10), 7.0, np.float32)), "raw_latents column pos-x spans [7, 7]"),
+    "interventions columns": (override(interventions=np.zeros((N - 1, 10), int)), "interventions (22, 10)"),
+    "imgs without channels": (override(imgs=np.zeros((N, 6, 6), np.uint8)), "expected N x H x W x 3"),
+    "shape index 9": (override(shape_latents=np.full((N, 2), 9, np.uint8)), "shape_latents[0, 0] is 9; shape indices "
+                                                                             "are whole numbers 0..6"),
+    "no frames": (override(imgs=np.zeros((0, 6, 6, 4), np.uint8), raw_latents=np.zeros((0, 10), np.float32),
+                           shape_latents=np.zeros((0, 2), np.uint8), interventions=np.zeros((0, 12), int)),
+                  "imgs holds no frames"),
+    "raw_latents strings": (override(raw_latents=RAW.astype(str)), "raw_latents holds <U32 values; expected numbers"),
+    "raw_latents objects": (override(raw_latents=RAW.astype(object)), "raw_latents holds object values"),
+    "shape NaN": (shapes_with(np.nan), "shape_latents[3, 0] is nan; shape indices are whole numbers 0..6"),
+    "shape 2.5": (shapes_with(2.5), "shape_latents[3, 0] is 2.5; shape indices are whole numbers 0..6"),
+    "shape strings": (shapes_with("1", dtype=str), "shape_latents holds <U32 values; expected numbers"),
+    "shape without columns": (override(shape_latents=np.zeros((N, 0))), "shape_latents (23, 0)"),
+    "imgs cut short": (short_images, "imgs holds 8972 bytes of pixels but its header promises 9072"),
+    "imgs bad CRC": (bad_crc("imgs"), "imgs cannot be read (BadZipFile: Bad CRC-32 for file 'imgs.npy')"),
+    "raw_latents bad CRC": (bad_crc("raw_latents"), "raw_latents cannot be read (BadZipFile: Bad CRC-32"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_files_are_one_line_exit_2_and_write_nothing(tmp_path, case):
+    make, message = BAD[case]
+    make(tmp_path / "bad.npz")
     out = tmp_path / "s.zarr"
-    r = run_cli("import", "--format", "temporal_causal3dident", tmp_path / "bad.npz", "--out", out, "--no-progress")
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
+    one_line(import_cli(tmp_path / "bad.npz", out, "--length", 8), message)
     assert not out.exists()
 
 
-def test_cli_round_trip_and_export_refuses_to_replace_a_file(tmp_path):
+@pytest.mark.parametrize("flags, message", [
+    (("--workers", 0), "--workers must be a whole number >= 1, got 0"),
+    # one wording for one rule (issue 32.12: ">= 1, got 0" but "at least 2 frames" for 1; render says ">= 2")
+    (("--length", 0), "--length must be a whole number >= 2 (a sequence holds a transition), got 0"),
+    (("--length", 1), "--length must be a whole number >= 2 (a sequence holds a transition), got 1"),
+    (("--split", "train"), "--split does not apply to --format temporal_causal3dident (the split is the file itself"),
+    (("--chunk-size", 64), "--chunk-size does not apply to --format temporal_causal3dident (chunks hold whole "
+                           "sequences: use --sequences-per-chunk)"),
+    (("--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", 0.5), "cannot reach the Dask scheduler at "
+                                                                      "tcp://127.0.0.1:1"),
+])
+def test_import_flags_that_cannot_work_are_refused_before_anything_is_written(tmp_path, flags, message):
     citris_file(tmp_path / "train.npz")
+    out = tmp_path / "s.zarr"
+    one_line(import_cli(tmp_path / "train.npz", out, "--length", LENGTH, *flags), message)
+    assert not out.exists()
+
+
+def test_the_3dident_import_refuses_the_temporal_flags(tmp_path):
+    one_line(run_cli("import", "--format", "3dident", tmp_path, "--out", tmp_path / "s.zarr", "--length", 5),
+             "--length does not apply to --format 3dident")
+    assert not (tmp_path / "s.zarr").exists()
+
+
+# ----- export ----------------------------------------------------------------------------------------------------
+@pytest.fixture()
+def store(tmp_path):
+    """A complete imported store of 4 one-sequence chunks."""
+    citris_file(tmp_path / "train.npz")
+    import_temporal(tmp_path / "train.npz", tmp_path / "s.zarr", length=LENGTH, sequences_per_chunk=1,
+                    progress=False)
+    return tmp_path / "s.zarr"
+
+
+@pytest.mark.parametrize("out, flags, message", [
+    ("a_file/x.npz", (), "a_file is a file, not a folder"),
+    ("a_file/deeper/x.npz", (), "a_file is a file, not a folder"),
+    ("/proc/ident3d_x.npz", (), "cannot write --out /proc/ident3d_x.npz (/proc/.ident3d_x.npz.partial"),
+    ("folder.npz", ("--overwrite",), "is a folder; name the split file"),
+    ("new/x.npz", ("--workers", 0), "--workers must be a whole number >= 1, got 0"),
+    ("new/x.npz", ("--workers", -3), "--workers must be a whole number >= 1, got -3"),
+])
+def test_export_to_a_place_it_cannot_write_is_one_line_and_leaves_nothing(tmp_path, store, out, flags, message):
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "folder.npz").mkdir()
+    before = tree_digest(tmp_path)
+    one_line(run_cli("export", store, "--format", "temporal_causal3dident", "--out", tmp_path / out, *flags), message)
+    assert tree_digest(tmp_path) == before and not (tmp_path / "new").exists()
+
+
+def test_export_of_a_damaged_chunk_names_it_and_removes_the_partial_file(tmp_path, store):
+    chunk = store / "images/c/2/0/0/0"
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    out = tmp_path / "new" / "deeper" / "x.npz"
+    one_line(run_cli("export", store, "--format", "temporal_causal3dident", "--out", out),
+             f"{store}: chunk 2 of images is corrupt", f"run `ident3d check {store} --repair`")
+    assert not (tmp_path / "new").exists()
+
+
+def test_cli_round_trip_on_a_dask_scheduler_and_export_refuses_to_replace_a_file(tmp_path):
+    from dask.distributed import LocalCluster
+
+    src = citris_file(tmp_path / "train.npz")
     store, out = tmp_path / "s.zarr", tmp_path / "e" / "train.npz"
-    r = run_cli("import", "--format", "temporal_causal3dident", tmp_path / "train.npz", "--out", store, "--length",
-                LENGTH, "--no-progress")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        r = import_cli(tmp_path / "train.npz", store, "--length", LENGTH, "--sequences-per-chunk", 1, "--scheduler",
+                       cluster.scheduler_address)
     assert r.returncode == 0 and "4 sequences x 5 frames" in r.stdout and "3 frames at the end" in r.stdout, r.stdout
+    g = zarr.open_group(str(store), mode="r")
+    assert np.array_equal(g["images"][:], src["imgs"][:20, ..., :3]) and g["done"][:].all()
     assert run_cli("export", store, "--format", "temporal_causal3dident", "--out", out).returncode == 0
     before = out.read_bytes()
     r = run_cli("export", store, "--format", "temporal_causal3dident", "--out", out)

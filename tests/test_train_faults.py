@@ -78,6 +78,10 @@ def work(trained, tmp_path):
     (["--views", "crop_large+blur"], "unknown DA recipe 'blur' in 'crop_large+blur'; choose one of: colour, "),
     (["--resume"], "nothing to resume at"),
     (["--batch-size", "500"], "--batch-size 500 is larger than the 96 images"),
+    # issue 32.10: refused before the first step (an IndexError there), and a string for a list in our words
+    (["--objective", "supervised", "--hp", "n_classes=3"], "--hp n_classes=3 does not match"),
+    (["--objective", "supervised", "--hp", "latent_mean=[0.5, 1]"], "--hp latent_mean must have one value per latent"),
+    (["--objective", "supervised", "--hp", "latent_mean=abc"], "latent_mean must be a list of finite numbers"),
 ])
 def test_bad_train_input_exits_2_and_writes_nothing(store, work, extra, expected):
     folder, before = work
@@ -127,6 +131,17 @@ def test_failed_validation_leaves_nothing_and_the_fix_runs(store, tmp_path):
                      "(auto defaults for cpu; set --encoder/--batch-size/--lr to change)"), start
     cfg = json.loads((run / "config.json").read_text())
     assert (cfg["encoder"], cfg["batch_size"], cfg["data"]) == ("cnn", 96, str(Path(store).resolve()))
+
+
+def test_an_objective_with_its_own_views_uses_them_when_none_are_named(store, tmp_path):
+    """Issue 32.11: `train --objective supervised` without --views refused, naming a default the user never typed."""
+    r = cli("train", "--data", store, "--out", tmp_path / "run", "--objective", "supervised", "--steps", "1", *TINY)
+    assert r.returncode == 0 and "training supervised with labels" in r.stdout, r.stderr
+    cfg = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert cfg["views"] == "labels" and cfg["objective_args"]["n_classes"] == 7
+    r = cli("train", "--data", store, "--out", tmp_path / "run", "--objective", "supervised", "--steps", "2", "--resume",
+            *TINY)
+    assert r.returncode == 0 and "to step 2" in r.stdout, r.stderr
 
 
 def test_resume_from_another_directory_with_an_absolute_store_path(store, tmp_path):
@@ -244,3 +259,25 @@ def test_sigint_mid_run_then_resume_gives_the_uninterrupted_weights(store, tmp_p
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     rows = lambda run: [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
     assert rows(part) == rows(tmp_path / "full") == list(range(1, 61))
+
+
+def test_list_shows_every_summary_whole():
+    """Issue 32.12: `train --list` cut two descriptions mid-sentence (the first docstring line of a wrapped summary)."""
+    from pipelines.train import list_components
+
+    entries = [line for line in list_components().splitlines() if line.startswith("  ") and not line.startswith("   ")
+               and not line.lstrip().startswith("(")]
+    assert len(entries) > 30
+    for line in entries:
+        assert line.rstrip().endswith((".", ")")), line
+
+
+def test_a_finished_run_resumed_says_nothing_to_do(trained, tmp_path):
+    """Issue 32.12: re-running a finished run with --resume printed "loss nan"; like render, it is complete: exit 0,
+    nothing to do, nothing changed."""
+    shutil.copytree(trained, tmp_path / "run")
+    before = tree_digest(tmp_path / "run")
+    r = cli("train", "--data", json.loads((trained / "config.json").read_text())["data"], "--out", tmp_path / "run",
+            "--views", "lt_exact:hues", "--steps", "5", "--resume", *TINY)
+    assert r.returncode == 0 and "is complete (step 5 of 5); nothing to do" in r.stdout and "nan" not in r.stdout
+    assert tree_digest(tmp_path / "run") == before

@@ -10,7 +10,7 @@ from training.data import StoreBatches, make_loader
 from training.encoder_base import Encoder
 from training.encoders import build_encoder
 from training.objectives import OBJECTIVES
-from training.parts import Run, check_components, check_numbers, check_view_count
+from training.parts import Run, check_components, check_numbers, check_view_batch, check_view_count, with_data_args
 from training.run_dir import StoreData, SyntheticData, data_spec, normalizer
 from training.views import ViewMaker, make_view_maker
 
@@ -66,14 +66,15 @@ def build_store_run(cfg: Any, spec: StoreData, start_batch: int, rank: int, worl
     objective_cls = OBJECTIVES.get(cfg.objective)
     check_view_count(cfg, objective_cls)
     info = store_info(spec.path, allow_partial=spec.allow_partial, split=spec.split)
+    check_view_batch(cfg, objective_cls, info.image_size, device, world)
     views = build_views(cfg, info)
     check_pairing(cfg, objective_cls, views)
     need = cfg.n_views if objective_cls.any_views else objective_cls.n_views
     if views.n_views != need:
         raise UserError(f"objective {cfg.objective} needs {need} views, {cfg.views} makes {views.n_views}")
     if hasattr(objective_cls, "store_args"):  # what the objective takes from the data (the supervised ceiling)
-        cfg.objective_args = {**objective_cls.store_args(store_latents(info), len(info.class_names or [])),
-                              **cfg.objective_args}
+        cfg.objective_args = with_data_args(cfg, objective_cls.store_args(
+            store_latents(info), len(info.class_names or [])), info.path)
     _, objective = check_components(cfg, info.image_size)
     keys = [k for k in views.requires if k.startswith("views/")]
     if keys:

@@ -72,9 +72,10 @@ class SmallCNN(Encoder):
 
 @ENCODERS.register("tac_cnn")
 class TacCNN(Encoder):
-    """Paper 002's encoder for crops: 3 conv layers (32-64-64, the last two stride 2) -> 5x5 pool -> Linear(hidden)
-    is f (200-d); the projection head g is a 2-layer MLP, Linear(hidden) - ReLU - Linear(out_dim) (50-d in the
-    paper)."""
+    """Paper 002's encoder for crops: f = 3 conv layers (32-64-64) -> 5x5 pool -> Linear(hidden), then a head g.
+
+    f: the last two convolutions have stride 2, hidden is 200-d; the projection head g is a 2-layer MLP,
+    Linear(hidden) - ReLU - Linear(out_dim) (50-d in the paper)."""
 
     def __init__(self, out_dim: int, constraint: str = "none", hidden: Count = 200, image_size: int = 84):
         super().__init__(out_dim, constraint)

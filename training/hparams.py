@@ -2,7 +2,8 @@
 them, and checked from that declaration wherever a value comes from (the command line, a config, Python).
 
 The annotation is the declaration: ``float`` (a finite number), ``int`` (a whole number), ``bool``, ``str``, a
-``Literal[...]`` of choices, ``Sequence[int]`` (a list of whole numbers); ``X | None`` also allows null; and
+``Literal[...]`` of choices, ``Sequence[int]`` (a list of whole numbers), ``Sequence[float]`` (a list of finite
+numbers); ``X | None`` also allows null; and
 ``Annotated[X, Range(...)]`` adds bounds (the aliases ``Positive``, ``NonNegative``, ``Unit``, ``Count`` and
 ``Counts`` cover the common ones)::
 
@@ -63,7 +64,7 @@ _KINDS = {float: "number", int: "whole", bool: "bool", str: "text"}
 
 @dataclass(frozen=True)
 class Param:
-    """One declared argument: its kind (number, whole, bool, text, choice, wholes, or any), whether null is
+    """One declared argument: its kind (number, whole, bool, text, choice, wholes, numbers, or any), whether null is
     allowed, its bounds, its choices and its default."""
 
     name: str
@@ -78,7 +79,8 @@ class Param:
         bounds = f" {self.range.text()}" if self.range else ""
         text = {"number": f"a finite number{bounds}", "whole": f"a whole number{bounds}", "bool": "true or false",
                 "text": "text", "choice": "one of " + ", ".join(map(show, self.choices)),
-                "wholes": f"a list of whole numbers{bounds}" + (", e.g. [100, 200]," if example else "")
+                "wholes": f"a list of whole numbers{bounds}" + (", e.g. [100, 200]," if example else ""),
+                "numbers": f"a list of finite numbers{bounds}" + (", e.g. [0.5, 1.5]," if example else ""),
                 }.get(self.kind, "any value")
         return (text + (" or null" if self.optional else "")).rstrip(",")
 
@@ -100,6 +102,9 @@ class Param:
             raise ValueError
         elif self.kind == "wholes" and isinstance(value, list | tuple) and all(_is_whole(v) for v in value):
             out = [int(v) for v in value]
+        elif self.kind == "numbers" and isinstance(value, list | tuple) and all(
+                _is_number(v) and math.isfinite(v) for v in value):
+            out = [float(v) for v in value]
         elif self.kind == "any":
             return value
         else:
@@ -151,8 +156,9 @@ def _param(name: str, annotation: Any, default: Any) -> Param:
             break
     if typing.get_origin(ann) is Literal:
         return Param(name, "choice", optional, choices=typing.get_args(ann), default=default)
-    if typing.get_origin(ann) in (list, tuple, Sequence) and typing.get_args(ann)[:1] == (int,):
-        return Param(name, "wholes", optional, bounds, default=default)
+    if typing.get_origin(ann) in (list, tuple, Sequence) and typing.get_args(ann)[:1] in ((int,), (float,)):
+        kind = "wholes" if typing.get_args(ann)[0] is int else "numbers"
+        return Param(name, kind, optional, bounds, default=default)
     return Param(name, _KINDS.get(ann, "any"), optional, bounds, default=default)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from causal.errors import UserError
+from store.memory import available_memory, check_fits
 from training.encoder_base import Encoder
 from training.encoders import build_encoder
 from training.hparams import check_keywords, coerce
@@ -83,6 +84,31 @@ def resolve_args(cfg: Any) -> tuple[type[Objective], type[Encoder]]:
     return objective_cls, encoder_cls
 
 
+def default_views(objective: str) -> str:
+    """The view maker of a run that names none: the objective's own where it has one (supervised: labels, the
+    temporal VAEs: next_frame_targets, CRL-TAC: learned_crop), else TrainConfig's DA default."""
+    from training.config import TrainConfig
+
+    return getattr(OBJECTIVES.get(objective), "view_maker", None) or TrainConfig.views
+
+
+def with_data_args(cfg: Any, from_data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The objective's arguments with those its data determines (``store_args``: the supervised ceiling's class count
+    and latent statistics) filled in. A value the user gave must agree with the data (a class count, a list's length):
+    a mismatch would fail only at the first step."""
+    given = cfg.objective_args
+    for key, value in from_data.items():
+        if key not in given or given[key] is None:
+            continue
+        if isinstance(value, list) and (not isinstance(given[key], list) or len(given[key]) != len(value)):
+            raise UserError(f"--hp {key} must have one value per latent of {where} ({len(value)}); leave it out to "
+                            "take it from the data")
+        if not isinstance(value, list) and given[key] != value:
+            raise UserError(f"--hp {key}={given[key]} does not match {where}, which gives {key}={value}; leave {key} "
+                            "out to take it from the data")
+    return {**from_data, **given}
+
+
 def check_view_count(cfg: Any, objective_cls: type) -> None:
     """Refuse ``--n-views J`` != 2 for an objective whose loss is written for its fixed views (a pair, mostly),
     naming the objectives that take J views."""
@@ -90,6 +116,37 @@ def check_view_count(cfg: Any, objective_cls: type) -> None:
         takes = ", ".join(n for n in OBJECTIVES.names() if getattr(OBJECTIVES.get(n), "any_views", False))
         raise UserError(f"--n-views {cfg.n_views}: objective {cfg.objective} takes {objective_cls.n_views} views "
                         f"(use --n-views {DEFAULT_VIEWS}); objectives that take J views: {takes}")
+
+
+# bytes per value (channel x pixel) of one view image in a training step: the float32 view and about three more
+# copies (the view maker's output, the objective's stacked targets, a reconstruction). The smallest model measured,
+# mlp_vae at 28 px, took 12 B per value for each view added; conv encoders take far more (cnn at 64 px: 354), so the
+# bound refuses only view batches that no encoder could hold
+VIEW_BYTES_PER_VALUE = 16
+
+
+def check_view_batch(cfg: Any, objective_cls: type, image_size: int, device: Any = "cpu", world: int = 1,
+                     available: int | None = None) -> None:
+    """Refuse a step's views that cannot fit in memory (``store.memory.check_fits``) before the run folder is made:
+    each rank's batch_size / world anchors x J views x 3 x image_size^2 values x ``VIEW_BYTES_PER_VALUE``, against
+    the free memory of the device that makes them (``available``: given, for tests)."""
+    views = cfg.n_views if getattr(objective_cls, "any_views", False) else objective_cls.n_views
+    images = max(1, cfg.batch_size // max(1, world)) * views
+    what = f"--batch-size {cfg.batch_size} x {views} views ({images:,} images of {image_size} px" + \
+        (f" on each of {world} ranks) need" if world > 1 else ") need")
+    lower = "lower --batch-size or --n-views" if getattr(objective_cls, "any_views", False) else "lower --batch-size"
+    have = _device_memory(device) if available is None else available
+    check_fits(images * 3 * image_size * image_size * VIEW_BYTES_PER_VALUE, what, lower, have)
+
+
+def _device_memory(device: Any) -> int | None:
+    """Free memory where a step's views are made: the GPU's for a CUDA device, else this machine's (None: unknown)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    return available_memory()
 
 
 def check_components(cfg: Any, image_size: int, input_kind: str = "image",

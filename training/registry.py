@@ -52,8 +52,9 @@ class Registry:
         return sorted(self._items)
 
     def describe(self) -> list[tuple[str, str]]:
-        """(name, first docstring line) for every entry."""
-        return [(n, (self._items[n].__doc__ or "").strip().splitlines()[0]) for n in self.names()]
+        """(name, the docstring's first paragraph on one line) for every entry: a summary that wraps onto a second
+        line is shown whole, not cut mid-sentence."""
+        return [(n, " ".join((self._items[n].__doc__ or "").strip().split("\n\n")[0].split())) for n in self.names()]
 
     def settings(self, name: str) -> str:
         """The declared settings of entry ``name`` in words ('' when it takes none): what ``--list`` shows."""

@@ -125,6 +125,12 @@ class RunDir:
     def check_resume(self, cfg: TrainConfig, saved: dict[str, Any]) -> None:
         """A resumed run must be the saved one: only RESUMABLE_CHANGES may differ; the store is compared by
         identity (resolved path or attributes), not as typed. Takes over the saved store path and normalisation."""
+        from training.objectives import OBJECTIVES
+
+        saved_args = saved.get("objective_args") or {}
+        data_args = {k: saved_args[k] for k in OBJECTIVES.get(cfg.objective).data_args  # filled in from the data
+                     if k in saved_args and k not in cfg.objective_args}
+        cfg.objective_args = {**data_args, **cfg.objective_args}
         now = asdict(cfg)
         skip = RESUMABLE_CHANGES | {"normalize", "data"}
         diff = [k for k in now if k not in skip and saved.get(k, ADDED_LATER.get(k)) != now[k]]

@@ -22,6 +22,7 @@ class Objective(nn.Module):
     n_views: ClassVar[int] = 2  # views per anchor the view maker must produce
     any_views: ClassVar[bool] = False  # the loss is defined for any J >= 2 views (--n-views J, a source's set size)
     view_maker: ClassVar[str | None] = None  # the one view maker this objective works with, if it needs its own
+    data_args: ClassVar[tuple[str, ...]] = ()  # hyperparameters its ``store_args`` fills in from the data
     phases: tuple[str, ...] = ()  # alternating updates: the trainer takes one optimiser step per named phase
 
     def __init__(self, encoder: nn.Module, **hparams: Any):

@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from causal.errors import UserError
 from training.hparams import Count, NonNegative, Positive
 from training.objectives.transition import TransitionObjective
 from training.registry import OBJECTIVES
@@ -42,6 +43,11 @@ class CitrisVAEObjective(TransitionObjective):
         return super().load_state_dict(state_dict, strict, assign)
 
     def build(self, encoder: nn.Module, n_vars: int, hparams: dict[str, Any]) -> nn.Module:
+        """The model; each causal variable is assigned at least one latent dimension, so --out-dim >= n_vars."""
         from training.temporal.citris_vae import CitrisVAE
+
+        if encoder.out_dim < n_vars:
+            raise UserError(f"citris_vae assigns each of its {n_vars} causal variables its own latent dimensions; "
+                            f"--out-dim must be at least {n_vars}, got {encoder.out_dim}")
 
         return CitrisVAE(encoder, n_vars, **hparams)

@@ -57,6 +57,7 @@ class Supervised(Objective):
 
     n_views = 3
     view_maker = "labels"
+    data_args = ("latent_mean", "latent_std", "n_classes")
 
     def __init__(self, encoder: nn.Module, *, class_weight: NonNegative = 1.0, n_classes: Whole = 0,
                  latent_mean: Sequence[float] | None = None, latent_std: Sequence[float] | None = None):

@@ -10,7 +10,7 @@ import torch
 
 from causal.errors import UserError
 from training.objectives import OBJECTIVES
-from training.parts import Run, check_components
+from training.parts import Run, check_components, with_data_args
 from training.synthetic.base import VectorSource
 from training.synthetic.sources import make_source
 from training.views.labels import labels_of
@@ -69,8 +69,8 @@ def build_synthetic_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: in
         raise UserError(f"--batch-size {cfg.batch_size} must be divisible by the {world} processes")
     objective_cls = OBJECTIVES.get(cfg.objective)
     if hasattr(objective_cls, "store_args"):  # the supervised ceiling: latents' statistics from the source
-        cfg.objective_args = {**objective_cls.store_args(source.batch(0)["latents"].cpu().numpy(), 0),
-                              **cfg.objective_args}
+        cfg.objective_args = with_data_args(cfg, objective_cls.store_args(
+            source.batch(0)["latents"].cpu().numpy(), 0), f"the synthetic source {cfg.source['kind']}")
     _, objective = check_components(cfg, image_size=0, input_kind="vector", in_dim=source.obs_dim)
     if getattr(objective_cls, "view_maker", None) == "labels":
         return Run(info=source, views=VectorLabels(), objective=objective,

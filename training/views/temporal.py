@@ -50,8 +50,7 @@ class NextFramePairs:
 
 @VIEWS.register("next_frame")
 class NextFrameViews(ViewMaker):
-    """Time-contrastive pairs (x_t, x_{t+1}) of a sequence store (``ident3d render --sequences`` or an imported
-    Temporal Causal3DIdent file)."""
+    """Time-contrastive pairs (x_t, x_{t+1}) of a sequence store (rendered with --sequences, or imported)."""
 
     requires = ("pair/images",)
 
@@ -73,9 +72,10 @@ class NextFrameViews(ViewMaker):
 
 @VIEWS.register("next_frame_targets")
 class NextFrameTargetViews(NextFrameViews):
-    """[x_t, x_{t+1}, targets of the step] for the learners of interventional sequences (``citris_vae``,
-    ``ivae_temporal``): the pair in time order, and per causal variable of the store's dynamic SCM (nodes intervened
-    on jointly form one variable) whether the step intervened on it."""
+    """[x_t, x_{t+1}, the step's targets per causal variable] for ``citris_vae`` and ``ivae_temporal``.
+
+    The pair comes in time order; the targets say, per causal variable of the store's dynamic SCM (nodes intervened
+    on jointly form one variable), whether the step intervened on it."""
 
     n_views = 3
 
