@@ -29,13 +29,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.channel import cell_oracle, channel_figure, channel_summary  # noqa: E402
-from evaluation.probe_run import load_objective  # noqa: E402
-from evaluation.probes import linear_probe_accuracy  # noqa: E402
-from evaluation.uniformity import uniformity  # noqa: E402
-from ingest.datasets import CANVAS_CELLS, ImageDataset, _subset, load_dataset, write_dataset_store  # noqa: E402
-from training.trainer import CHECKPOINT, TrainConfig, load_checkpoint, train  # noqa: E402
-from training.views import Normalize, to_float  # noqa: E402
+from ident3d.evaluation.channel import cell_oracle, channel_figure, channel_summary  # noqa: E402
+from ident3d.evaluation.probe_run import load_objective  # noqa: E402
+from ident3d.evaluation.probes import linear_probe_accuracy  # noqa: E402
+from ident3d.evaluation.uniformity import uniformity  # noqa: E402
+from ident3d.ingest.datasets import CANVAS_CELLS, ImageDataset, _subset, load_dataset, write_dataset_store  # noqa: E402
+from ident3d.training.trainer import CHECKPOINT, TrainConfig, load_checkpoint, train  # noqa: E402
+from ident3d.training.views import Normalize, to_float  # noqa: E402
 
 METHODS = {"CRL-TAC": {}, "SimCLR": {"train_channel": False}}
 # Paper 002, Table 1 (MNIST on the 84 px canvas, 4 seeds): linear accuracy; uniformity from its section 3.1.

@@ -2,7 +2,7 @@
 
 REF_DIR holds ``raw_latents.csv`` (one row of raw latents per image, our column order) and ``NN.png`` (row NN,
 rendered by the original generator). Each row is rendered with the project's 3dident scene through
-``render.blender.BlenderRenderer`` at the reference's resolution, 64 samples, denoiser (prefilter ACCURATE),
+``ident3d.render.blender.BlenderRenderer`` at the reference's resolution, 64 samples, denoiser (prefilter ACCURATE),
 ``hue_mode="original"`` and Cycles seed 0, as the references were:
 
     python benchmarks/fidelity_3dident.py REF_DIR --out results/fidelity_3dident.json --png results/fidelity_3dident.png
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from imaging import image_grid, psnr  # noqa: E402  (benchmarks/imaging.py, beside this script)
 
-from causal.errors import UserError  # noqa: E402
-from render.scene import LATENT_NAMES, load_scene, pose  # noqa: E402
-from render.settings import RenderSettings  # noqa: E402
+from ident3d.causal.errors import UserError  # noqa: E402
+from ident3d.render.scene import LATENT_NAMES, load_scene, pose  # noqa: E402
+from ident3d.render.settings import RenderSettings  # noqa: E402
 
 
 def object_mask(img: np.ndarray, background: np.ndarray, threshold: float) -> np.ndarray:
@@ -69,7 +69,7 @@ def read_reference(ref_dir: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def render_all(latents: np.ndarray, res: int, samples: int, seed: int) -> dict[str, np.ndarray]:
     """Ours (object shown) and the object-free background for every row, one renderer."""
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     settings = RenderSettings(resolution=res, samples=samples, denoise=True, max_bounces=0,
                               denoise_prefilter="ACCURATE", hue_mode="original")

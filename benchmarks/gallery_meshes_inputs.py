@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from render.meshes import write_mesh
-from render.scene import LATENT_NAMES
+from ident3d.render.meshes import write_mesh
+from ident3d.render.scene import LATENT_NAMES
 
 CLASSES = ("Teapot", "Hare", "Dragon", "Cow", "Armadillo", "Horse", "Head")
 

@@ -26,13 +26,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.figures_recon import reconstruction_figure  # noqa: E402
-from evaluation.probe_run import encode, load_objective, reconstructions, unnormalise  # noqa: E402
-from evaluation.probe_suite import classification_probes  # noqa: E402
-from evaluation.uniformity import reconstruction_mse  # noqa: E402
-from ingest.datasets import ImageDataset, digits, load_dataset, write_dataset_store  # noqa: E402
-from training.gen_encoders import ENCODERS  # noqa: E402  (importing it registers mlp_vae)
-from training.trainer import TrainConfig, train  # noqa: E402
+from ident3d.evaluation.figures_recon import reconstruction_figure  # noqa: E402
+from ident3d.evaluation.probe_run import encode, load_objective, reconstructions, unnormalise  # noqa: E402
+from ident3d.evaluation.probe_suite import classification_probes  # noqa: E402
+from ident3d.evaluation.uniformity import reconstruction_mse  # noqa: E402
+from ident3d.ingest.datasets import ImageDataset, digits, load_dataset, write_dataset_store  # noqa: E402
+from ident3d.training.gen_encoders import ENCODERS  # noqa: E402  (importing it registers mlp_vae)
+from ident3d.training.trainer import TrainConfig, train  # noqa: E402
 
 # model name -> (objective, its hyperparameters, views per image J)
 MODELS = {"vae": ("vae", {}, 2), "beta_vae": ("beta_vae", {}, 2), "cr_vae": ("cr_vae", {}, 2),

@@ -45,7 +45,7 @@ COMPARE = {
 def cli(*args: Any) -> None:
     """``ident3d ARGS`` as a subprocess of this interpreter (the checkout on PYTHONPATH), one thread, checked."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, args)], env=env, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *map(str, args)], env=env, capture_output=True,
                        text=True)
     if r.returncode != 0:
         raise SystemExit(f"goldens: ident3d {' '.join(map(str, args))} failed:\n{r.stderr[-3000:]}")

@@ -1,4 +1,4 @@
-"""Import throughput: images/s of ``ingest.published.import_published`` (a 3DIdent-layout PNG folder -> a store:
+"""Import throughput: images/s of ``ident3d.ingest.published.import_published`` (a 3DIdent-layout PNG folder -> a store:
 header check, Dask-parallel decode, zstd write) vs decoding the same PNGs with PIL in a plain loop (decode only,
 ``np.asarray``), side by side in one run, at each zstd ``--levels`` of the image chunks (with the store's size).
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ingest.published import import_published, loader_width, read_source
+from ident3d.ingest.published import import_published, loader_width, read_source
 
 
 def render_like(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -72,8 +72,8 @@ def timed_import(root: Path, out: Path, chunk_size: int, workers: int, level: in
 
 def chunk_breakdown(root: Path, out: Path, chunk_size: int, level: int) -> dict[str, float]:
     """ms per image of one chunk's two steps in this process: PIL decode, and the zstd write into the store."""
-    from ingest.published import decode_chunk, import_attrs, import_layout
-    from store.zarr_io import ChunkData, prepare, write_chunk
+    from ident3d.ingest.published import decode_chunk, import_attrs, import_layout
+    from ident3d.store.zarr_io import ChunkData, prepare, write_chunk
 
     source = read_source(root, "3dident")
     shutil.rmtree(out, ignore_errors=True)

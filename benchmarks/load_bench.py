@@ -19,10 +19,10 @@ import zarr
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from render import render_store
-from store.info import store_info
-from training.data import StoreBatches, make_loader
-from training.views import Normalize, make_view_maker
+from ident3d.render import render_store
+from ident3d.store.info import store_info
+from ident3d.training.data import StoreBatches, make_loader
+from ident3d.training.views import Normalize, make_view_maker
 
 
 class PngFolder(Dataset):

@@ -5,7 +5,7 @@ the in-memory limit is), interleaved batch by batch in one process; chunk decode
 
 The store is built once (cached at ``--store``): Causal3DIdent latents from the project's SCM sampler and
 images drawn with numpy from them (a coloured blob on a coloured background, not Blender renders), written
-with ``store.zarr_io.prepare`` (the project's arrays, codecs and attributes) in bulk, chunks of 64.
+with ``ident3d.store.zarr_io.prepare`` (the project's arrays, codecs and attributes) in bulk, chunks of 64.
 
     python benchmarks/ltnn_scale_bench.py --out results/ltnn_scale_bench.json
 """
@@ -28,16 +28,16 @@ import numpy as np
 import torch
 import zarr
 
-import training.chunk_cache as chunk_cache
-import training.data as data
-from causal import load_scm
-from render.api import plan_render
-from store.info import image_stats, store_info
-from store.zarr_io import prepare
-from training.chunk_cache import DEFAULT_CACHE_BYTES
-from training.data import StoreBatches
-from training.pairs import NearestNeighbourPairs
-from training.views import Normalize, make_view_maker
+import ident3d.training.chunk_cache as chunk_cache
+import ident3d.training.data as data
+from ident3d.causal import load_scm
+from ident3d.render.api import plan_render
+from ident3d.store.info import image_stats, store_info
+from ident3d.store.zarr_io import prepare
+from ident3d.training.chunk_cache import DEFAULT_CACHE_BYTES
+from ident3d.training.data import StoreBatches
+from ident3d.training.pairs import NearestNeighbourPairs
+from ident3d.training.views import Normalize, make_view_maker
 
 OLD_PAIRS = "6c711bfdff3cc2e7d84f45130e2dc25399e19a9a"  # the last commit with the per-row search and shared reads
 BLOCK = 4096  # rows written per bulk write (64 chunks)

@@ -20,7 +20,7 @@ import zarr
 from imaging import image_grid, psnr  # benchmarks/imaging.py, beside this script
 from PIL import Image
 
-from render import render_store
+from ident3d.render import render_store
 
 
 def downsample(images: np.ndarray, size: int) -> np.ndarray:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN = """
 import json, sys, time
 t0 = time.perf_counter()
-from render import render_store
+from ident3d.render import render_store
 kw = json.loads(sys.argv[1])
 if __name__ == "__main__":
     r = render_store(**kw)
@@ -61,7 +61,7 @@ def command_wall(code_root: Path, out: Path, *args: str) -> float:
     """Seconds of ``ident3d render ARGS`` (as ``python -m pipelines.cli``) with the code at ``code_root``."""
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pipelines.cli", "render", "--out", str(out), "--no-progress", *args],
+    subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", "render", "--out", str(out), "--no-progress", *args],
                    env=python_env(code_root), cwd=code_root, check=True, capture_output=True, text=True)
     return time.perf_counter() - t
 
@@ -81,7 +81,7 @@ def scheduler_start(code_root: Path, tmp: Path, repeats: int) -> list[float]:
     scene before) to the moment its first chunk starts computing on the worker (Dask's task stream)."""
     from dask.distributed import Client, LocalCluster
 
-    from render.driver import cpu_cores
+    from ident3d.render.driver import cpu_cores
 
     args = ["--scene", "causal3dident", "--n", "8", "--chunk-size", "8", "--seed"]
     out = []
@@ -100,8 +100,8 @@ def scheduler_start(code_root: Path, tmp: Path, repeats: int) -> list[float]:
 
 MEMORY = """
 import json, numpy as np, psutil
-from causal import load_scm
-from render.blender import build_renderer
+from ident3d.causal import load_scm
+from ident3d.render.blender import build_renderer
 n, chunk = {renders}, 64
 s = load_scm("causal3dident").sample(n, seed=1)
 r = build_renderer("causal3dident", {settings!r})
@@ -115,7 +115,7 @@ print(json.dumps(rss))
 
 def memory(renders: int) -> dict:
     """RSS of one renderer process after each chunk of 64 renders (growth after the first chunk must stay small)."""
-    from render.settings import render_settings
+    from ident3d.render.settings import render_settings
 
     code = MEMORY.format(renders=renders, settings=render_settings("fast").to_dict())
     rss = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
@@ -172,7 +172,7 @@ def main() -> None:
     ap.add_argument("--memory-renders", type=int, default=1024)
     ap.add_argument("--out", default="results/render_bench.json")
     args = ap.parse_args()
-    from render.driver import cpu_cores, default_workers
+    from ident3d.render.driver import cpu_cores, default_workers
 
     cores = cpu_cores()
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

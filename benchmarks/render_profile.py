@@ -82,12 +82,12 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
     import bpy
     from PIL import Image
 
-    from causal import load_scm
-    from render.blender import build_renderer, quiet_stdout
-    from render.driver import cpu_cores, cycles_seeds
-    from render.scene import pose
-    from render.settings import render_settings
-    from store.zarr_io import ChunkData, prepare, write_chunk
+    from ident3d.causal import load_scm
+    from ident3d.render.blender import build_renderer, quiet_stdout
+    from ident3d.render.driver import cpu_cores, cycles_seeds
+    from ident3d.render.scene import pose
+    from ident3d.render.settings import render_settings
+    from ident3d.store.zarr_io import ChunkData, prepare, write_chunk
 
     renderer = build_renderer("causal3dident", render_settings("fast", resolution=res).to_dict(), threads=cpu_cores())
     rec = Recorder()
@@ -167,8 +167,8 @@ def dask_overhead(res: int, n: int, per_image_ms: float) -> float:
     """ms per image that a warm one-worker Dask cluster (every core for Cycles) adds to in-process rendering."""
     from dask.distributed import LocalCluster
 
-    from render import render_store
-    from render.driver import cpu_cores
+    from ident3d.render import render_store
+    from ident3d.render.driver import cpu_cores
 
     with tempfile.TemporaryDirectory() as tmp, LocalCluster(
             n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=40,
@@ -182,10 +182,10 @@ def dask_overhead(res: int, n: int, per_image_ms: float) -> float:
 
 def sequence_lengths(res: int, n: int, lengths: list[int]) -> dict[str, float]:
     """img/s of render_batch against frames per sequence (1 = one render operator per image, persistent data)."""
-    import render.blender as rb
-    from causal import load_scm
-    from render.driver import cpu_cores, cycles_seeds
-    from render.settings import render_settings
+    import ident3d.render.blender as rb
+    from ident3d.causal import load_scm
+    from ident3d.render.driver import cpu_cores, cycles_seeds
+    from ident3d.render.settings import render_settings
 
     renderer = rb.build_renderer("causal3dident", render_settings("fast", resolution=res).to_dict(),
                                  threads=cpu_cores())
@@ -206,14 +206,14 @@ def sequence_lengths(res: int, n: int, lengths: list[int]) -> dict[str, float]:
 STARTUP = """
 import time; t0 = time.perf_counter()
 import os, json, sys
-from pipelines.cli import COMMANDS; t_cli = time.perf_counter()
-import render.driver as d; t_render = time.perf_counter()
+from ident3d.pipelines.cli import COMMANDS; t_cli = time.perf_counter()
+import ident3d.render.driver as d; t_render = time.perf_counter()
 import bpy; t_bpy = time.perf_counter()
-from render.blender import build_renderer
-from render.settings import render_settings
+from ident3d.render.blender import build_renderer
+from ident3d.render.settings import render_settings
 r = build_renderer("causal3dident", render_settings("fast").to_dict(), threads=d.cpu_cores())
 t_build = time.perf_counter()
-from causal import load_scm
+from ident3d.causal import load_scm
 s = load_scm("causal3dident").sample(1, seed=0)
 r.render_batch(s.latents, s.classes); t_first = time.perf_counter()
 r.render_batch(s.latents, s.classes); t_second = time.perf_counter()
@@ -269,8 +269,8 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     ap.add_argument("--out", default="results/render_profile.json")
     args = ap.parse_args()
-    from render.blender import SEQUENCE_FRAMES
-    from render.driver import cpu_cores
+    from ident3d.render.blender import SEQUENCE_FRAMES
+    from ident3d.render.driver import cpu_cores
 
     results: dict = {"command": "python " + " ".join(sys.argv), "machine": {"cores": cpu_cores(),
                      "python": platform.python_version()}, "scene": "causal3dident", "preset": "fast",

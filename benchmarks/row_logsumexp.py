@@ -24,9 +24,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training import trainer  # noqa: E402
-from training.config import TrainConfig  # noqa: E402
-from training.objectives import lp_infonce  # noqa: E402
+from ident3d.training import trainer  # noqa: E402
+from ident3d.training.config import TrainConfig  # noqa: E402
+from ident3d.training.objectives import lp_infonce  # noqa: E402
 
 CELLS = {"p=2, normal": ("normal", 2), "p=1, laplace": ("laplace", 1)}
 IMPLEMENTATIONS = {"torch.logsumexp": lambda x: torch.logsumexp(x, dim=1), "row_logsumexp": lp_infonce.row_logsumexp}

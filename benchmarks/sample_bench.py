@@ -12,7 +12,7 @@ import platform
 import time
 from pathlib import Path
 
-from causal import load_scm
+from ident3d.causal import load_scm
 
 
 def best_of(fn, repeat: int) -> float:

@@ -1,8 +1,8 @@
 """Training steps per second of paper 001's synthetic setting at the paper's scale: batch 6144, n = 10, the paper's
 MLP encoder (n-10n-50n-50n-50n-50n-10n-n), Lp-InfoNCE p = 2 with rolled negatives, data generated on the device.
 
-Runs the project's trainer (``training.train`` on a ``latent_pairs`` source) on the CPU (``--threads``) and, when
-present, on CUDA (fp32 and bf16 autocast), and writes the figures as JSON:
+Runs the project's trainer (``ident3d.training.train`` on a ``latent_pairs`` source) on the CPU (``--threads``) and,
+when present, on CUDA (fp32 and bf16 autocast), and writes the figures as JSON:
 
     python benchmarks/synthetic_bench.py --out results/synthetic_bench.json
 """
@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.trainer import TrainConfig, train  # noqa: E402
+from ident3d.training.trainer import TrainConfig, train  # noqa: E402
 
 
 def steps_per_second(device: str, amp: bool, steps: int, batch_size: int, warmup: int = 3) -> float:

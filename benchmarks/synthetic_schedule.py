@@ -1,6 +1,6 @@
 """Metric vs wall time of paper 001's synthetic setting under a training schedule (the paper's, or a fast one).
 
-One run of the project's trainer (``training.train`` on a synthetic source); at every checkpoint the run is
+One run of the project's trainer (``ident3d.training.train`` on a synthetic source); at every checkpoint the run is
 scored on held-out draws (linear R^2 and MCC; scoring time is not counted as training time). Writes JSON with
 the curve and prints it. Example (the two settings the README reports, on 2 threads):
 
@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation.synthetic import evaluate_synthetic  # noqa: E402
-from training.trainer import TrainConfig, train  # noqa: E402
+from ident3d.evaluation.synthetic import evaluate_synthetic  # noqa: E402
+from ident3d.training.trainer import TrainConfig, train  # noqa: E402
 
 SETTINGS = {  # paper 001's box experiments: p = 2 is scored by linear R^2, p = 1 by MCC
     "box_normal_p2": {"source": {"kind": "latent_pairs", "space": "box", "conditional": "normal", "scale": 0.05},

@@ -3,8 +3,8 @@ side by side in one run on the same cells: wall time of each and their ratio, wi
 
     python benchmarks/synthetic_workers.py [--steps 300] [--rows 4] [--out results/synthetic_workers.json]
 
-The serial run is one process (every cell at the engine's one torch thread, ``pipelines.cells.CELL_THREADS``); the
-parallel run two worker processes at 1 thread each. Both train and score the same cells of
+The serial run is one process (every cell at the engine's one torch thread, ``ident3d.pipelines.cells.CELL_THREADS``);
+the parallel run two worker processes at 1 thread each. Both train and score the same cells of
 configs/synthetic/paper001.yaml from scratch (separate output folders); their tables must be equal.
 Writes the JSON and a bar figure next to it.
 """
@@ -29,8 +29,8 @@ def timed(args: list[str]) -> float:
     """Wall seconds of one `ident3d synthetic` call in a fresh interpreter (OMP_NUM_THREADS=1, as its cells run)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "pipelines.cli", "synthetic", *args], env=env, capture_output=True,
-                       text=True)
+    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", "synthetic", *args], env=env,
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"synthetic failed:\n{r.stderr[-2000:]}")
     return time.perf_counter() - start

@@ -1,5 +1,5 @@
 """The temporal learners on a rendered sequence store (``ident3d render --sequences``): time-contrastive InfoNCE,
-the CITRIS-style VAE and the iVAE-style baseline (``training.temporal``) with the ``cnn`` encoder on the frames,
+the CITRIS-style VAE and the iVAE-style baseline (``ident3d.training.temporal``) with the ``cnn`` encoder on the frames,
 scored with CITRIS's variable-level R^2 matrix (diag / sep), DCI and MIG on held-out sequences.
 
     OMP_NUM_THREADS=2 python benchmarks/temporal_images.py --store runs/temporal/tc3d_500x8.zarr \
@@ -29,13 +29,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from causal.dynamic import DynamicSCM  # noqa: E402
-from evaluation.temporal_scores import node_factors, temporal_scores  # noqa: E402
-from store.attrs import read_attrs  # noqa: E402
-from store.zarr_io import open_store, read_rows  # noqa: E402
-from training.temporal.fit import build_learner, encode, fit  # noqa: E402
-from training.temporal.transitions import Transitions  # noqa: E402
-from training.temporal.variables import causal_variables, node_variable, variable_targets  # noqa: E402
+from ident3d.causal.dynamic import DynamicSCM  # noqa: E402
+from ident3d.evaluation.temporal_scores import node_factors, temporal_scores  # noqa: E402
+from ident3d.store.attrs import read_attrs  # noqa: E402
+from ident3d.store.zarr_io import open_store, read_rows  # noqa: E402
+from ident3d.training.temporal.fit import build_learner, encode, fit  # noqa: E402
+from ident3d.training.temporal.transitions import Transitions  # noqa: E402
+from ident3d.training.temporal.variables import causal_variables, node_variable, variable_targets  # noqa: E402
 
 LATENT_DIM, BATCH = 16, 64
 ROWS = {"untrained": ("citris_vae", {"lambda_reg": 0.0}, False),

@@ -28,10 +28,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from causal import load_dynamic_scm  # noqa: E402
-from evaluation.temporal_scores import temporal_scores  # noqa: E402
-from training.temporal.fit import build_learner, encode, fit  # noqa: E402
-from training.temporal.synthetic import SyntheticSequences, synthetic_sequences  # noqa: E402
+from ident3d.causal import load_dynamic_scm  # noqa: E402
+from ident3d.evaluation.temporal_scores import temporal_scores  # noqa: E402
+from ident3d.training.temporal.fit import build_learner, encode, fit  # noqa: E402
+from ident3d.training.temporal.synthetic import SyntheticSequences, synthetic_sequences  # noqa: E402
 
 LATENT_DIM, OBS_DIM, LR, BATCH = 16, 20, 3e-3, 256
 N_TRAIN, N_TEST, LENGTH = 200, 50, 20

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from training.encoders import build_encoder
-from training.objectives import OBJECTIVES
+from ident3d.training.encoders import build_encoder
+from ident3d.training.objectives import OBJECTIVES
 
 
 def steps_per_s(encoder: str, size: int, batch: int, steps: int) -> float:

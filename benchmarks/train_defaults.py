@@ -25,7 +25,7 @@ def ensure_store(path: Path, n: int) -> float:
     """Render the store unless it exists; returns the seconds spent rendering (0 when it was there)."""
     if (path / "zarr.json").is_file():
         return 0.0
-    from render import render_store
+    from ident3d.render import render_store
 
     report = render_store(path, scene="causal3dident", n=n, preset="fast", seed=0, progress=False)
     if not report.ok:
@@ -35,8 +35,8 @@ def ensure_store(path: Path, n: int) -> float:
 
 def store_facts(path: Path) -> dict[str, object]:
     """The store's image count, resolution and samples per pixel, from its attributes."""
-    from store.attrs import read_attrs
-    from store.zarr_io import open_store
+    from ident3d.store.attrs import read_attrs
+    from ident3d.store.zarr_io import open_store
 
     attrs = read_attrs(open_store(str(path)), str(path))
     return {"images": attrs.n, "resolution": attrs.render["resolution"], "samples": attrs.render["samples"]}
@@ -47,7 +47,7 @@ def timed_train(store: Path, run: Path) -> tuple[list[str], float, str]:
     shutil.rmtree(run, ignore_errors=True)
     cmd = ["ident3d", "train", "--data", str(store), "--views", "colour", "--out", str(run)]
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "pipelines.cli", *cmd[1:]], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *cmd[1:]], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"the command failed (exit {r.returncode}): {r.stderr.strip()[-500:]}")

@@ -22,8 +22,8 @@ import torch
 
 def ident3d_batches(store: str, views: str, batch: int, device: torch.device):
     """(next views function, objective builder inputs) of ident3d's own pipeline for ``views``."""
-    from training.components import build_run
-    from training.trainer import TrainConfig, view_generator
+    from ident3d.training.components import build_run
+    from ident3d.training.trainer import TrainConfig, view_generator
 
     cfg = TrainConfig(data=store, views=views, batch_size=batch, encoder="cnn", steps=10**6, seed=0)
     run = build_run(cfg, device=device)
@@ -107,9 +107,9 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default="results/train_throughput.json")
     args = ap.parse_args()
-    from training.encoders import build_encoder
-    from training.objectives import OBJECTIVES
-    from training.trainer import pick_device
+    from ident3d.training.encoders import build_encoder
+    from ident3d.training.objectives import OBJECTIVES
+    from ident3d.training.trainer import pick_device
 
     device = pick_device(args.device)
     import zarr

@@ -7,13 +7,13 @@ dynamic Bayesian network with per-node interventions) whose ``rollout(n, length,
 :class:`Rollout` of sequences and intervention targets.
 """
 
-from causal.dynamic import DynamicSCM
-from causal.errors import SpecError, UserError
-from causal.loading import builtin_names, load_any, load_dynamic_scm, load_scm, parse_spec, read_spec_text
-from causal.samples import Samples
-from causal.scm import SCM, Node
-from causal.sequences import Rollout
-from causal.synthetic import content_style_spec
+from ident3d.causal.dynamic import DynamicSCM
+from ident3d.causal.errors import SpecError, UserError
+from ident3d.causal.loading import builtin_names, load_any, load_dynamic_scm, load_scm, parse_spec, read_spec_text
+from ident3d.causal.samples import Samples
+from ident3d.causal.scm import SCM, Node
+from ident3d.causal.sequences import Rollout
+from ident3d.causal.synthetic import content_style_spec
 
 __all__ = [
     "SCM", "DynamicSCM", "Node", "Rollout", "Samples", "SpecError", "UserError", "builtin_names",

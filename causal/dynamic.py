@@ -18,12 +18,12 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from causal import rng
-from causal.errors import SpecError
-from causal.interventions import Intervention, parse_intervention
-from causal.mechanisms import Mechanism, build_mechanism
-from causal.scm import _NODE_KEYS, _parse_node
-from causal.sequences import Rollout
+from ident3d.causal import rng
+from ident3d.causal.errors import SpecError
+from ident3d.causal.interventions import Intervention, parse_intervention
+from ident3d.causal.mechanisms import Mechanism, build_mechanism
+from ident3d.causal.scm import _NODE_KEYS, _parse_node
+from ident3d.causal.sequences import Rollout
 
 PREV = "_prev"  # a mechanism reads lag parent x (x at t-1) as x_prev
 DYNAMIC_NODE_KEYS = ("lag_parents", "initial", "intervention")  # node keys a static spec does not have

@@ -11,7 +11,7 @@ class SpecError(UserError):
 
 class ParameterError(UserError):
     """A bad value of a named API parameter: Python callers read the parameter's name (``chunk_size must be ...``),
-    the command line its flag (``--chunk-size must be ...``, via ``pipelines.flags.flag_names``)."""
+    the command line its flag (``--chunk-size must be ...``, via ``ident3d.pipelines.flags.flag_names``)."""
 
     def __init__(self, param: str, detail: str):
         super().__init__(f"{param} {detail}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from causal.errors import SpecError
+from ident3d.causal.errors import SpecError
 
 Values = Mapping[str, np.ndarray]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from causal.errors import SpecError
-from causal.mechanisms import Mechanism, Range, build_mechanism
+from ident3d.causal.errors import SpecError
+from ident3d.causal.mechanisms import Mechanism, Range, build_mechanism
 
 KINDS = ("hard", "soft")
 _KEYS = {"p", "kind", "dist", "shift", "target"}

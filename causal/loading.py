@@ -9,15 +9,15 @@ from typing import Any
 
 import yaml
 
-from causal.dynamic import DYNAMIC_NODE_KEYS, DynamicSCM, is_dynamic
-from causal.errors import SpecError, UserError
-from causal.scm import SCM
-from causal.yamlnum import load_yaml
+from ident3d.causal.dynamic import DYNAMIC_NODE_KEYS, DynamicSCM, is_dynamic
+from ident3d.causal.errors import SpecError, UserError
+from ident3d.causal.scm import SCM
+from ident3d.causal.yamlnum import load_yaml
 
 
 def builtin_names() -> list[str]:
     """Names of the SCM specs shipped with the package (``causal/specs/*.yaml``)."""
-    files = resources.files("causal").joinpath("specs").iterdir()
+    files = resources.files("ident3d.causal").joinpath("specs").iterdir()
     return sorted(f.name[: -len(".yaml")] for f in files if f.name.endswith(".yaml"))
 
 
@@ -25,7 +25,7 @@ def read_spec_text(name_or_path: str | Path) -> str:
     """The YAML text of a built-in spec or a spec file (for showing or copying it)."""
     text = str(name_or_path)
     if text in builtin_names():
-        return resources.files("causal").joinpath("specs", f"{text}.yaml").read_text()
+        return resources.files("ident3d.causal").joinpath("specs", f"{text}.yaml").read_text()
     path = Path(text)
     if not path.is_file():
         raise UserError(f"no built-in SCM or spec file named '{text}'; built-ins: "
@@ -37,7 +37,7 @@ def read_spec_text(name_or_path: str | Path) -> str:
 
 
 def parse_spec(text: str, source: str = "spec") -> dict[str, Any]:
-    """Parse YAML (a superset of JSON; numbers read by ``causal.yamlnum``) into a spec mapping, with one-line
+    """Parse YAML (a superset of JSON; numbers read by ``ident3d.causal.yamlnum``) into a spec mapping, with one-line
     errors."""
     try:
         spec = load_yaml(text)

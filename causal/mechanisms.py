@@ -15,8 +15,8 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from causal.errors import SpecError
-from causal.functions import Function, Values, compile_function
+from ident3d.causal.errors import SpecError
+from ident3d.causal.functions import Function, Values, compile_function
 
 Range = tuple[float, float] | None
 MECHANISMS: dict[str, type[Mechanism]] = {}

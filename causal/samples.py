@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 @dataclass(frozen=True)

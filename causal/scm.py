@@ -16,10 +16,10 @@ import networkx as nx
 import numpy as np
 from scipy.special import ndtri
 
-from causal import rng
-from causal.errors import SpecError
-from causal.mechanisms import Categorical, Mechanism, build_mechanism, trunclaplace_ppf, truncnorm_ppf
-from causal.samples import Samples
+from ident3d.causal import rng
+from ident3d.causal.errors import SpecError
+from ident3d.causal.mechanisms import Categorical, Mechanism, build_mechanism, trunclaplace_ppf, truncnorm_ppf
+from ident3d.causal.samples import Samples
 
 _NODE_KEYS = {"name", "parents", "mechanism", "range", "group", "description"}
 _TOP_KEYS = {"name", "description", "nodes", "class_node", "change_sets", "transform"}

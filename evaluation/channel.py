@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from store.attrs import StoreAttrs
-from training.channel import CropGrid, nonblank_crops
+from ident3d.store.attrs import StoreAttrs
+from ident3d.training.channel import CropGrid, nonblank_crops
 
 
 @torch.no_grad()
@@ -99,8 +99,8 @@ def summarise_run(run: Any, info: Any, rows: np.ndarray, device: str = "cpu",
     the Fig. 3 figure of its first images."""
     import zarr
 
-    from store.zarr_io import read_rows
-    from training.views import to_float
+    from ident3d.store.zarr_io import read_rows
+    from ident3d.training.views import to_float
 
     objective = run.objective(device, image_size=info.image_size)
     rows = np.sort(rows[:limit])
@@ -122,8 +122,8 @@ def object_centres(attrs: StoreAttrs, latents: np.ndarray, classes: np.ndarray |
                    size: int) -> np.ndarray | None:
     """Each image's object origin in pixels (N, 2), by the store's scene camera; None when the store has no
     scene to project with (a dataset of images, or latents the scene does not name)."""
-    from render.projection import object_pixels
-    from render.scene import SceneError, load_scene, scene_from_dict
+    from ident3d.render.projection import object_pixels
+    from ident3d.render.scene import SceneError, load_scene, scene_from_dict
 
     try:
         if attrs.scene == "imported" and attrs.source_format:

@@ -33,8 +33,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 
-from causal.errors import UserError
-from evaluation.metric_inputs import fit_test, r2_columns, standardise
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_inputs import fit_test, r2_columns, standardise
 
 REGRESSORS = ("mlp", "linear")
 

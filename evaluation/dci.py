@@ -26,8 +26,8 @@ from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso, LassoCV
 
-from causal.errors import UserError
-from evaluation.metric_inputs import as_matrix, fit_test, r2_columns, standardise
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_inputs import as_matrix, fit_test, r2_columns, standardise
 
 IMPORTANCES = ("lasso", "forest", "gbt")
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 
-from causal.errors import UserError
-from evaluation.metric_inputs import as_matrix, fit_test, r2_columns, standardise
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_inputs import as_matrix, fit_test, r2_columns, standardise
 
 DEPTHS = (1, 2, 3, 4, 6, 8, 12)
 

@@ -1,4 +1,4 @@
-"""Encode a store with a trained run (``training.run_dir.LoadedRun``): the encoder's inner layer (``features``),
+"""Encode a store with a trained run (``ident3d.training.run_dir.LoadedRun``): the encoder's inner layer (``features``),
 its output and any further layers the objective names."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import torch
 import zarr
 
-from store.info import StoreInfo
-from store.zarr_io import chunk_bounds, read_rows
-from training.run_dir import LoadedRun
+from ident3d.store.info import StoreInfo
+from ident3d.store.zarr_io import chunk_bounds, read_rows
+from ident3d.training.run_dir import LoadedRun
 
 
 def encode_store(run: LoadedRun, info: StoreInfo, rows: np.ndarray, device: str = "cpu",
@@ -19,7 +19,7 @@ def encode_store(run: LoadedRun, info: StoreInfo, rows: np.ndarray, device: str 
 
     A damaged chunk is a one-line :class:`store.zarr_io.CorruptChunkError` naming it, not a codec traceback.
     """
-    from training.views import to_float
+    from ident3d.training.views import to_float
 
     objective = run.objective(device, image_size=info.image_size)
     norm = run.normalize()

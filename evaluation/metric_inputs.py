@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 def as_matrix(x, name: str) -> np.ndarray:

@@ -8,11 +8,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 def _dci(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from evaluation.dci import dci
+    from ident3d.evaluation.dci import dci
 
     r = dci(zf, cf, zs, cs, importance="lasso")
     return {"disentanglement": r.disentanglement, "completeness": r.completeness,
@@ -20,26 +20,26 @@ def _dci(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict
 
 
 def _dci_es(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from evaluation.dci_es import dci_es_explicitness
+    from ident3d.evaluation.dci_es import dci_es_explicitness
 
     return {"explicitness": dci_es_explicitness(zf, cf, zs, cs).score}
 
 
 def _mig(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from evaluation.mig import mig
+    from ident3d.evaluation.mig import mig
 
     r = mig(zs, cs)
     return {"mig": r.score, "n_bins": r.n_bins}
 
 
 def _sap(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from evaluation.sap import sap
+    from ident3d.evaluation.sap import sap
 
     return {"sap": sap(zf, cf, zs, cs).score}
 
 
 def _citris(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from evaluation.citris_metrics import citris_scores
+    from ident3d.evaluation.citris_metrics import citris_scores
 
     r = citris_scores(zf, cf, zs, cs, regressor="linear")
     return {"r2_diag": r.r2_diag, "r2_sep": r.r2_sep, "r2_max_off_diag": r.r2_max_off_diag,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from causal.errors import UserError
-from evaluation.metric_inputs import as_matrix, pair
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_inputs import as_matrix, pair
 
 
 @dataclass(frozen=True)

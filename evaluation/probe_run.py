@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]:
     """(TrainConfig, objective with trained weights, in eval mode) of a run, built for ``image_size`` px."""
-    from store.info import store_info
-    from training.run_dir import RunDir, StoreData
+    from ident3d.store.info import store_info
+    from ident3d.training.run_dir import RunDir, StoreData
 
     run = RunDir(Path(run_dir)).load()
     if isinstance(run.data, StoreData) and Path(run.data.path).exists():
@@ -30,8 +30,8 @@ def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]
 def encode(objective: torch.nn.Module, cfg: Any, images: np.ndarray,
            batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(representations (N, Z), normalised images (N, 3, H, W)) of uint8 images (N, H, W, 3)."""
-    from training.run_dir import normalizer
-    from training.views import to_float
+    from ident3d.training.run_dir import normalizer
+    from ident3d.training.views import to_float
 
     norm = normalizer(cfg)
     x = torch.cat([norm(to_float(torch.from_numpy(images[i:i + batch_size])))
@@ -52,13 +52,14 @@ def unnormalise(x: np.ndarray, mean: list[float], std: list[float]) -> np.ndarra
 def reconstructions(objective: torch.nn.Module, x: np.ndarray, z: np.ndarray, fit: np.ndarray, seed: int = 0,
                     epochs: int = 30) -> tuple[np.ndarray, np.ndarray, str]:
     """(targets, reconstructions, how) for all rows, normalised: the run's own decoder if it has one
-    (generative objectives), else a decoder fit on the ``fit`` rows' frozen features (``evaluation.recon_probe``)."""
+    (generative objectives), else a decoder fit on the ``fit`` rows' frozen features
+    (``ident3d.evaluation.recon_probe``)."""
     xt = torch.from_numpy(x)
     if hasattr(objective, "reconstruct"):
         target = objective.target(xt).numpy()
         rec = torch.cat([objective.reconstruct(xt[i:i + 256]) for i in range(0, len(xt), 256)]).numpy()
         return target, rec, "own decoder"
-    from evaluation.recon_probe import decode, fit_decoder
+    from ident3d.evaluation.recon_probe import decode, fit_decoder
 
     with torch.enable_grad():
         decoder = fit_decoder(z[fit], x[fit], epochs=epochs, seed=seed)
@@ -78,8 +79,8 @@ def probe_run(run_dir: str, images: np.ndarray, classes: np.ndarray, fit: np.nda
               seed: int = 0, recon: bool = True) -> tuple[dict[str, Any], np.ndarray | None]:
     """One run's report (classification probes on its representation; with ``recon`` the test rows'
     reconstruction MSE in [0, 1] pixels) and its reconstructions of the test rows in [0, 1] (None without recon)."""
-    from evaluation.probe_suite import classification_probes
-    from evaluation.uniformity import reconstruction_mse
+    from ident3d.evaluation.probe_suite import classification_probes
+    from ident3d.evaluation.uniformity import reconstruction_mse
 
     cfg, objective = load_objective(run_dir, images.shape[1])
     z, x = encode(objective, cfg, images)
@@ -125,7 +126,7 @@ def probe_images(run_dirs: str | list[str], images: np.ndarray, classes: np.ndar
     out: dict[str, Any] = {"runs": reports, "seed": seed, "fit_fraction": fit_fraction,
                            "markdown": markdown({k: r["scores"] for k, r in zip(recs, reports, strict=True)})}
     if figure is not None:
-        from evaluation.figures_recon import reconstruction_figure
+        from ident3d.evaluation.figures_recon import reconstruction_figure
 
         show = slice(0, n_figure)
         reconstruction_figure(images[test][show] / 255.0, {k: v[show] for k, v in recs.items()}, figure)

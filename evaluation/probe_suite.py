@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluation.clustering import gmm_scores
-from evaluation.probes import knn_accuracy, linear_probe_accuracy, mlp_probe_accuracy
+from ident3d.evaluation.clustering import gmm_scores
+from ident3d.evaluation.probes import knn_accuracy, linear_probe_accuracy, mlp_probe_accuracy
 
 
 def classification_probes(z_fit: np.ndarray, y_fit: np.ndarray, z_test: np.ndarray, y_test: np.ndarray,

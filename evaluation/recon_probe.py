@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from training.decoders import ConvDecoder, MLPDecoder
+from ident3d.training.decoders import ConvDecoder, MLPDecoder
 
 
 def make_decoder(z_dim: int, image_size: int, channels: int) -> torch.nn.Module:

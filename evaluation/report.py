@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from causal import load_scm
-from causal.errors import UserError
-from training.views import Normalize, make_view_maker
-from training.views.augment import DA_RECIPES
-from training.views.base import Style
+from ident3d.causal import load_scm
+from ident3d.causal.errors import UserError
+from ident3d.training.views import Normalize, make_view_maker
+from ident3d.training.views.augment import DA_RECIPES
+from ident3d.training.views.base import Style
 
 # paper 000's Causal3DIdent table, in its order; "Class" is the class-probe accuracy
 PAPER_COLUMNS = ("Class", "positions: object", "positions: spotlight", "hues: object", "hues: spotlight",

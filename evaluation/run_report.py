@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int = 20480, kernel: bool = True,
@@ -19,20 +19,20 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     """Encode the test store with the run and score every latent; returns the report as a dict.
 
     The report's columns come from the test store's latent groups; ``da_style`` ({DA recipe: nodes, groups
-    or change sets}) overrides which latents a DA recipe counts as changing (see ``evaluation.report``). Runs
+    or change sets}) overrides which latents a DA recipe counts as changing (see ``ident3d.evaluation.report``). Runs
     with a trained augmentation channel (CRL-TAC) also get a "channel" section (where P(T|X) puts its mass)
     and, with ``figure``, paper 002's Fig. 3 as a PNG there. ``metrics``: disentanglement metrics of the output
-    layer against the latents (``evaluation.metric_suite``: dci, dci_es, mig, sap, citris), fit and scored on the
-    same splits as the probes.
+    layer against the latents (``ident3d.evaluation.metric_suite``: dci, dci_es, mig, sap, citris), fit and scored on
+    the same splits as the probes.
     """
-    from evaluation import linear_probe_accuracy, mcc, r2_per_latent
-    from evaluation.encode import encode_store
-    from evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
-    from evaluation.uniformity import uniformity
-    from store.info import store_info
-    from training.objectives import OBJECTIVES
-    from training.run_dir import RunDir, StoreData
-    from training.trainer import pick_device
+    from ident3d.evaluation import linear_probe_accuracy, mcc, r2_per_latent
+    from ident3d.evaluation.encode import encode_store
+    from ident3d.evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
+    from ident3d.evaluation.uniformity import uniformity
+    from ident3d.store.info import store_info
+    from ident3d.training.objectives import OBJECTIVES
+    from ident3d.training.run_dir import RunDir, StoreData
+    from ident3d.training.trainer import pick_device
 
     run = RunDir(Path(run_dir)).load()
     cfg = run.cfg
@@ -79,14 +79,14 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
             "table": row,
         }
     if metrics:
-        from evaluation.metric_suite import metric_suite, parse_metrics
+        from ident3d.evaluation.metric_suite import metric_suite, parse_metrics
 
         z, names_ = enc["output"], parse_metrics(metrics)
         report["metrics"] = metric_suite(names_, y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:])
         if "temporal" in names_:
             report["metrics"]["temporal"] = _temporal(run, info, enc, fit_n)
     if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
-        from evaluation.channel import summarise_run
+        from ident3d.evaluation.channel import summarise_run
 
         report["channel"] = summarise_run(run, info, rows[fit_n:], str(pick_device(device)), figure)
     method = report["layers"]["output"]["r2_method"]
@@ -129,8 +129,8 @@ def _listed(value: Any) -> str:
 def _temporal(run: Any, info: Any, enc: dict[str, np.ndarray], fit_n: int) -> dict[str, Any]:
     """The ``temporal`` metric: CITRIS's variable-level scores of the output layer on a sequence store, grouped by
     the run's learned assignment when its model has one (CITRIS-style), else post hoc."""
-    from evaluation.metric_suite import metric_named
-    from evaluation.temporal_scores import node_factors, sequence_store_scores
+    from ident3d.evaluation.metric_suite import metric_named
+    from ident3d.evaluation.temporal_scores import node_factors, sequence_store_scores
 
     seq = info.attrs.sequences
     if not seq:

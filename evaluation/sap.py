@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from causal.errors import UserError
-from evaluation.metric_inputs import as_matrix, fit_test, pair
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_inputs import as_matrix, fit_test, pair
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from evaluation.mcc import mcc
-from evaluation.regression import r2_per_latent
+from ident3d.evaluation.mcc import mcc
+from ident3d.evaluation.regression import r2_per_latent
 
 
 def score(h_fit: np.ndarray, z_fit: np.ndarray, h_test: np.ndarray, z_test: np.ndarray,
@@ -44,8 +44,8 @@ def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
                   batch_size: int = 8192) -> tuple[np.ndarray, np.ndarray, Any]:
     """(representation (n, D), true latents (n, L), source) of held-out draw ``seed`` of a synthetic run's source,
     encoded with the run's trained weights."""
-    from training.run_dir import RunDir
-    from training.synthetic.run import source_of
+    from ident3d.training.run_dir import RunDir
+    from ident3d.training.synthetic.run import source_of
 
     run = RunDir(Path(run_dir)).load()
     source = source_of(run.cfg, device)
@@ -58,7 +58,7 @@ def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
 def spectrum_scores(h: np.ndarray, z: np.ndarray, informative: Sequence[int], top: int = 4) -> dict[str, float]:
     """Paper 003's read-out: the representation's per-dimension stds, sorted ("spectrum/1" the largest, ...),
     and the mean matched |corr| of the len(informative) highest-std dims with the informative latents."""
-    from evaluation.spectrum import std_spectrum, top_dim_correlations
+    from ident3d.evaluation.spectrum import std_spectrum, top_dim_correlations
 
     stds, _ = std_spectrum(h)
     out = {f"spectrum/{i + 1}": float(s) for i, s in enumerate(stds[:top])}

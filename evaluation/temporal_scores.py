@@ -2,9 +2,10 @@
 variables (a variable may span several factors, e.g. position = x, y, z).
 
 Variable-level R^2 matrix: latent dimensions are grouped by an assignment to variables (a CITRIS-style model's
-learned one, or ``posthoc_assignment`` for models without one); as in ``evaluation.citris_metrics.group_matrices``
-a regressor from each group's dimensions predicts every factor (fit split -> test split), and entry (g, k) is the
-mean test R^2 over variable k's factors. diag / sep are ``citris_metrics.diag_and_sep`` of that K x K matrix.
+learned one, or ``posthoc_assignment`` for models without one); as in
+``ident3d.evaluation.citris_metrics.group_matrices`` a regressor from each group's dimensions predicts every factor (fit
+split -> test split), and entry (g, k) is the mean test R^2 over variable k's factors. diag / sep are
+``citris_metrics.diag_and_sep`` of that K x K matrix.
 ``temporal_scores`` adds the factor-level scores every learner gets the same way: CITRIS's R^2 diag / sep with
 single dimensions matched to factors (``citris_scores`` without an assignment), DCI (Lasso) and MIG.
 """
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluation.citris_metrics import citris_scores, diag_and_sep, group_matrices
-from evaluation.dci import dci
-from evaluation.mig import mig
+from ident3d.evaluation.citris_metrics import citris_scores, diag_and_sep, group_matrices
+from ident3d.evaluation.dci import dci
+from ident3d.evaluation.mig import mig
 
 
 def correlation_ratio(x: np.ndarray, y: np.ndarray, n_bins: int = 20) -> np.ndarray:
@@ -86,8 +87,8 @@ def sequence_store_scores(sequences: dict, factors: np.ndarray, codes: np.ndarra
     """``temporal_scores`` of codes on a sequence store (``sequences``: its attributes' dynamic spec and names;
     ``factors`` in node order), the first ``n_fit`` rows fitting the regressors; a JSON-ready dict with the R^2
     matrix under the causal variables' names."""
-    from causal.dynamic import DynamicSCM
-    from training.temporal.variables import causal_variables, node_variable
+    from ident3d.causal.dynamic import DynamicSCM
+    from ident3d.training.temporal.variables import causal_variables, node_variable
 
     variables = causal_variables(DynamicSCM(sequences["spec"]))
     node_var = node_variable(variables, len(sequences["intervention_names"]))

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from causal.errors import UserError
-from store.attrs import StoreAttrs
-from store.memory import check_fits
-from store.zarr_io import ChunkData, done_mask, prepare, write_chunk
+from ident3d.causal.errors import UserError
+from ident3d.store.attrs import StoreAttrs
+from ident3d.store.memory import check_fits
+from ident3d.store.zarr_io import ChunkData, done_mask, prepare, write_chunk
 
 HAIR_COLOURS = ("Black_Hair", "Blond_Hair", "Brown_Hair", "Gray_Hair")  # CelebA's hair-colour attributes
 
@@ -218,7 +218,7 @@ def image_size(name: str, size: int | None = None) -> int:
 def check_dataset_memory(name: str, train: bool = True, size: int | None = None,
                          available: int | None = None) -> None:
     """Refuse a dataset whose images (and canvases) would not fit in memory, before any is read
-    (``store.memory.check_fits`` with :func:`dataset_memory`)."""
+    (``ident3d.store.memory.check_fits`` with :func:`dataset_memory`)."""
     need = dataset_memory(name, train, size)
     if need is not None:
         what = "digits" if name.lower().endswith("_canvas") else "images"
@@ -254,7 +254,7 @@ def write_dataset_store(ds: ImageDataset, out: str | Path, chunk_size: int = 256
                         source: str = "") -> str:
     """Write ``ds`` as an ident3d store at ``out`` (a new or empty folder; a store of the same dataset and settings is
     completed, or left as it is when complete; any other store is replaced only with ``overwrite``, as
-    ``store.zarr_io.prepare`` decides for every writer); returns the path."""
+    ``ident3d.store.zarr_io.prepare`` decides for every writer); returns the path."""
     out = str(out)
     n = len(ds.images)
     layout = {"n": n, "chunk_size": chunk_size, "height": ds.images.shape[1], "width": ds.images.shape[2],

@@ -14,7 +14,7 @@ decodes the PNGs in parallel Dask tasks (one task decodes and writes one chunk, 
 flag), so an interrupted or failed import resumes where it stopped. ``export_published`` writes a store
 back in either layout (lossless PNGs, float32 latents), so existing code reads our renders.
 
-    from ingest.published import import_published, export_published
+    from ident3d.ingest.published import import_published, export_published
     import_published("downloads/3dident", "stores/3di_train.zarr", "3dident", split="trainset")
     export_published("stores/c3d.zarr", "exports/c3d", "causal3dident")
 """
@@ -35,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from causal import SCM, load_scm
-from causal.errors import ParameterError, UserError
-from render.driver import CONNECT_TIMEOUT_S, ChunkFailure
-from render.latents_io import GivenLatents, check, load_numpy
-from render.meshes import file_sha256
-from store.attrs import StoreAttrs, read_attrs
-from store.zarr_io import (
+from ident3d.causal import SCM, load_scm
+from ident3d.causal.errors import ParameterError, UserError
+from ident3d.render.driver import CONNECT_TIMEOUT_S, ChunkFailure
+from ident3d.render.latents_io import GivenLatents, check, load_numpy
+from ident3d.render.meshes import file_sha256
+from ident3d.store.attrs import StoreAttrs, read_attrs
+from ident3d.store.zarr_io import (
     IMAGE_LEVEL,
     ChunkData,
     chunk_bounds,
@@ -253,7 +253,7 @@ def import_attrs(source: PublishedSource, chunk_size: int) -> StoreAttrs:
 
 
 def import_layout(source: PublishedSource, chunk_size: int, level: int = IMAGE_LEVEL) -> dict[str, Any]:
-    """The store's array layout for ``store.zarr_io.prepare`` (``level``: the image chunks' zstd level)."""
+    """The store's array layout for ``ident3d.store.zarr_io.prepare`` (``level``: the image chunks' zstd level)."""
     return {"n": len(source), "chunk_size": chunk_size, "height": source.height, "width": source.width,
             "n_latents": source.latents.shape[1], "has_classes": source.classes is not None, "views": [],
             "image_level": level}
@@ -364,8 +364,8 @@ def import_published(src: str | Path, out: str | Path, fmt: str, split: str | No
     A corrupt PNG stops the import with one line naming it; finished chunks are kept. ``compression_level``
     (zstd, 1-22) trades store size for speed: compression is most of a chunk's time at 9.
     """
-    from render.api import store_path
-    from render.driver import connect
+    from ident3d.render.api import store_path
+    from ident3d.render.driver import connect
 
     check_whole(chunk_size, "chunk_size")
     check_import_options(compression_level, workers, connect_timeout)
@@ -403,7 +403,7 @@ def _run_tasks(job: ImportJob, files: list[str], todo: list[int], workers: int |
                progress: bool, report: ImportReport) -> None:
     """Run the chunk tasks on ``client`` (an existing cluster's, closed by the caller) or on a LocalCluster started
     and stopped here."""
-    from render.driver import dashboard_link, local_cluster
+    from ident3d.render.driver import dashboard_link, local_cluster
 
     cluster = None
     own = client is None
@@ -423,7 +423,7 @@ def _run_tasks(job: ImportJob, files: list[str], todo: list[int], workers: int |
 def _submit_all(client: Any, job: ImportJob, files: list[str], todo: list[int], progress: bool,
                 report: ImportReport) -> None:
     """One task per chunk; collect them with a progress bar; stop at the first failure or at Ctrl-C."""
-    from render.driver import drain
+    from ident3d.render.driver import drain
 
     t0, run = time.perf_counter(), uuid.uuid4().hex[:8]
 
@@ -495,7 +495,7 @@ def check_export_target(out: Path, overwrite: bool) -> None:
 def scaled_latents(raw: np.ndarray, scene_spec: dict[str, Any], fmt: str) -> np.ndarray:
     """Raw latents in scene units (value = scale * raw + offset + offset_extent * extent, per the scene's
     bindings; our built-in scene of ``fmt`` for imported stores): what the published latents.npy files hold."""
-    from render.scene import load_scene, scene_from_dict
+    from ident3d.render.scene import load_scene, scene_from_dict
 
     scene = scene_from_dict(scene_spec) if "latents" in scene_spec else load_scene(fmt)
     out = raw.astype(np.float64).copy()

@@ -43,13 +43,13 @@ from typing import IO, Any
 
 import numpy as np
 
-from causal import SCM, load_scm
-from causal.errors import UserError
-from causal.loading import load_dynamic_scm
-from render.driver import CONNECT_TIMEOUT_S, ChunkFailure
-from render.latents_io import GivenLatents
-from store.attrs import StoreAttrs, read_attrs
-from store.zarr_io import (
+from ident3d.causal import SCM, load_scm
+from ident3d.causal.errors import UserError
+from ident3d.causal.loading import load_dynamic_scm
+from ident3d.render.driver import CONNECT_TIMEOUT_S, ChunkFailure
+from ident3d.render.latents_io import GivenLatents
+from ident3d.store.attrs import StoreAttrs, read_attrs
+from ident3d.store.zarr_io import (
     IMAGE_LEVEL,
     ChunkData,
     chunk_bounds,
@@ -318,9 +318,9 @@ def import_temporal(src: str | Path, out: str | Path, length: int = 50, sequence
     ``connect_timeout`` seconds). The frames are read in file order in this process and written (zstd
     ``compression_level``) in this process (``workers`` None or 1), or by ``workers`` local Dask processes or the
     scheduler's workers, one task per chunk."""
-    from ingest.published import check_import_options, check_same_import, check_whole
-    from render.api import store_path
-    from render.driver import connect
+    from ident3d.ingest.published import check_import_options, check_same_import, check_whole
+    from ident3d.render.api import store_path
+    from ident3d.render.driver import connect
 
     check_whole(length, "length", least=2, why="(a sequence holds a transition)")
     check_whole(sequences_per_chunk, "sequences_per_chunk")
@@ -418,7 +418,7 @@ def _dask_client(client: Any, workers: int | None) -> Iterator[Any]:
     if client is not None:
         yield client
         return
-    from render.driver import local_cluster
+    from ident3d.render.driver import local_cluster
 
     own, cluster = local_cluster(workers or 1, 1)
     try:
@@ -432,7 +432,7 @@ def _write_on(client: Any, report: TemporalImport, todo: list[int], chunks: Iter
               bar: Any) -> None:
     """One Dask task per chunk, its frames taken from ``chunks`` as it is submitted (in ``todo`` order), at most two
     per worker thread in flight (memory stays bounded); stops at the first failure."""
-    from render.driver import dashboard_link, drain
+    from ident3d.render.driver import dashboard_link, drain
 
     run = uuid.uuid4().hex[:8]
     if progress:

@@ -1,4 +1,4 @@
-"""The cells of every experiment kind (``pipelines.experiment`` runs them for compare, synthetic and scaling):
+"""The cells of every experiment kind (``ident3d.pipelines.experiment`` runs them for compare, synthetic and scaling):
 cells keyed by their settings, run one after another or on a Dask cluster, with one divergence policy.
 
 A cell is one training run and its scores in its own folder. The folder records a hash of the cell's full resolved
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.files import write_atomic
+from ident3d.pipelines.files import write_atomic
 
 KEY_FILE = "cell.json"
 CELL_THREADS = 1  # torch and BLAS threads of every cell wherever it runs (parallelism comes from --workers)
@@ -33,9 +33,9 @@ RUN_ONLY = ("log_every", "checkpoint_every", "tensorboard", "device")
 def run_settings(train_config: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """A TrainConfig as the settings that shape its result: hyperparameters and encoder options checked and in
     their declared types (``tau: 1`` and ``tau: 1.0`` are one setting), without ``RUN_ONLY`` and ``drop``, and
-    without a field added later while it has the value older cells had (``training.config.ADDED_LATER``)."""
-    from training.config import ADDED_LATER
-    from training.parts import resolve_args
+    without a field added later while it has the value older cells had (``ident3d.training.config.ADDED_LATER``)."""
+    from ident3d.training.config import ADDED_LATER
+    from ident3d.training.parts import resolve_args
 
     resolve_args(train_config)
     settings = asdict(train_config)
@@ -165,7 +165,7 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
         finally:
             torch.set_num_threads(before)
         return out
-    from render.driver import connect, dashboard_link, local_cluster
+    from ident3d.render.driver import connect, dashboard_link, local_cluster
 
     client, cluster = (connect(scheduler), None) if scheduler else local_cluster(workers, 1)
     try:

@@ -1,11 +1,12 @@
-"""``ident3d check``: the command-line skin over ``render.check`` (decode every done chunk, report and repair)."""
+"""``ident3d check``: the command-line skin over ``ident3d.render.check`` (decode every done chunk, report and
+repair)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from render.check import check_store, describe, ranges, repair_store
+from ident3d.render.check import check_store, describe, ranges, repair_store
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

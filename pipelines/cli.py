@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 # subcommand -> its module in pipelines/; only the module of the command being run is imported, so `ident3d
 # render` (and every Dask worker process, which re-imports the main script) does not pay for torch and the rest
@@ -35,7 +35,7 @@ def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentPars
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
     for name in commands or COMMANDS:
-        importlib.import_module(f"pipelines.{COMMANDS[name]}").add_parser(sub)
+        importlib.import_module(f"ident3d.pipelines.{COMMANDS[name]}").add_parser(sub)
     return parser
 
 

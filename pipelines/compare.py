@@ -1,7 +1,8 @@
 """``ident3d compare``: paper 000's grid of view makers x seeds: render the train/test stores, train
 and evaluate every cell (resumable; in parallel on a Dask cluster when given one), and write one
 table in the paper's layout (mean +- std over seeds) as markdown, CSV, a heatmap and a
-side-by-side with the paper's numbers. Each cell is kept with the settings that made it (``pipelines.cells``)."""
+side-by-side with the paper's numbers. Each cell is kept with the settings that made it
+(``ident3d.pipelines.cells``)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from causal.errors import UserError
-from evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, chance_levels, fraction_markdown, verdict
-from pipelines.cells import Cell, canonical, claim_cell, diverged_note, run_settings
-from pipelines.experiment import (
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, chance_levels, fraction_markdown, verdict
+from ident3d.pipelines.cells import Cell, canonical, claim_cell, diverged_note, run_settings
+from ident3d.pipelines.experiment import (
     ExperimentKind,
     check_eval,
     check_seeds,
@@ -27,7 +28,7 @@ from pipelines.experiment import (
     slug,
     write_tables,
 )
-from pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
@@ -47,7 +48,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
 def check_config(cfg: Any, where: str) -> dict[str, Any]:
     """Validate the whole config before anything renders or trains: every section's keys and types, the stores,
     each row (views, train overrides) and the evaluation; one line naming the file and the key."""
-    from training.views import Normalize, make_view_maker
+    from ident3d.training.views import Normalize, make_view_maker
 
     if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"stores", "train", "rows"} <= set(cfg):
         raise UserError(f"config {where}: needs stores, train and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
@@ -71,7 +72,7 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
             if view not in stored:
                 raise UserError(f"config {where}: row {row.get('name')!r} needs the stored view {view!r}; add it "
                                 "to stores.train.views")
-    from evaluation.report import check_da_style
+    from ident3d.evaluation.report import check_da_style
 
     check_da_style(cfg.get("da_style"), f"config {where}")  # names are checked against the SCM once rendered
     check_stores(cfg, where)
@@ -165,9 +166,9 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
     """Validate the train: section before rendering: build its TrainConfig and, once, its encoder and objective
     (names, hp keys and values, numbers), each row's view count against the objective, the batch vs store size
     and the seeds; rendering the stores takes minutes, a typo here should not wait for it."""
-    from training.objectives import OBJECTIVES
-    from training.parts import check_components, check_numbers
-    from training.trainer import TrainConfig
+    from ident3d.training.objectives import OBJECTIVES
+    from ident3d.training.parts import check_components, check_numbers
+    from ident3d.training.trainer import TrainConfig
 
     train, head = cfg["train"], f"config {where}"
     if not isinstance(train, dict):
@@ -206,7 +207,7 @@ def store_args(spec: dict[str, Any], scene: str) -> dict[str, Any]:
 def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
     """Check both stores with the renderer before either renders (nothing is written; ``head`` starts an error's
     line); returns each store's fingerprint digest (what a cell's key records of its data, not its path)."""
-    from render import plan_render
+    from ident3d.render import plan_render
 
     digests = {}
     for key in ("train", "test"):
@@ -221,7 +222,7 @@ def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
 def render_store(spec: dict[str, Any], scene: str, out: Path, workers: int | None, scheduler: str | None,
                  progress: bool = False) -> None:
     """Render (or resume) one of the config's stores through the render API."""
-    from render import render_store as render
+    from ident3d.render import render_store as render
 
     if progress:
         print(f"rendering {out}: {spec['n']} images at {spec['resolution']} px", flush=True)
@@ -232,7 +233,7 @@ def render_store(spec: dict[str, Any], scene: str, out: Path, workers: int | Non
 
 def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store: str = "-") -> Any:
     """The TrainConfig of one (view maker, seed) cell."""
-    from training.trainer import TrainConfig
+    from ident3d.training.trainer import TrainConfig
 
     train = row_train(cfg, row)
     args = {k: v for k, v in train.items() if k != "hp"}
@@ -241,7 +242,7 @@ def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store
 
 
 def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, stores: dict[str, str]) -> dict[str, Any]:
-    """Everything that shapes a cell's report, resolved (``pipelines.cells``): its trainer config, the stores'
+    """Everything that shapes a cell's report, resolved (``ident3d.pipelines.cells``): its trainer config, the stores'
     fingerprints (not their paths: a moved output keeps its cells), the evaluation and the DA style map."""
     return {"train": run_settings(cell_config(cfg, row, seed), drop=("data", "normalize")), "stores": stores,
             "evaluate": eval_settings(cfg), "da_style": cfg.get("da_style")}
@@ -251,12 +252,12 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
              evaluate: dict[str, Any], da_style: dict[str, Any] | None = None,
              progress: bool = False) -> dict[str, Any]:
     """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists (the caller has
-    claimed the folder for the cell's settings first, ``pipelines.cells.claim_cell``). A cell whose loss diverges
-    gives {"diverged": why} and saves no report, so a re-run retries it."""
-    from evaluation.run_report import evaluate_run
-    from training.run_dir import RunDir
-    from training.trainer import TrainingDiverged
-    from training.trainer import train as fit
+    claimed the folder for the cell's settings first, ``ident3d.pipelines.cells.claim_cell``). A cell whose loss
+    diverges gives {"diverged": why} and saves no report, so a re-run retries it."""
+    from ident3d.evaluation.run_report import evaluate_run
+    from ident3d.training.run_dir import RunDir
+    from ident3d.training.trainer import TrainingDiverged
+    from ident3d.training.trainer import train as fit
 
     cell = Path(cell_dir)
     report_path = cell / "report.json"
@@ -359,7 +360,7 @@ def _markdown(table: dict[str, Any], cols: list[str], counts: dict[str, int], no
 
 def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
     """Our means next to paper 000's (a row's ``paper`` list), only when the columns are the paper's."""
-    from evaluation.report import PAPER_COLUMNS, is_paper_layout
+    from ident3d.evaluation.report import PAPER_COLUMNS, is_paper_layout
 
     cols = columns_of(table)
     if not is_paper_layout(cols):
@@ -425,8 +426,8 @@ def write_csv(table: dict[str, Any], path: Path, counts: dict[str, int] | None =
 
 def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
     """Fail before any training when the config's ``da_style`` names latents the store's SCM lacks."""
-    from evaluation.report import check_da_style_names
-    from store.info import store_info
+    from ident3d.evaluation.report import check_da_style_names
+    from ident3d.store.info import store_info
 
     if cfg.get("da_style"):
         check_da_style_names(cfg["da_style"], store_info(test_store, allow_partial=True).scm, "config da_style")
@@ -478,7 +479,7 @@ class Compare(ExperimentKind):
                    "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
         top = ceiling_name(cfg)
         if top in table and len(table) > 1:
-            from store.info import store_info
+            from ident3d.store.info import store_info
 
             summary["ceiling"] = top
             classes = store_info(str(out / "stores" / "test.zarr"), allow_partial=True).class_names or []

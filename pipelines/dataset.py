@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ingest.datasets import DATASETS
+    from ident3d.ingest.datasets import DATASETS
 
     p = sub.add_parser(
         "dataset", help="write an image benchmark (digits, mnist5k, MNIST, CIFAR10, CelebA, ...) as a store",
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ingest.datasets import check_dataset_memory, dataset_source, load_dataset, write_dataset_store
+    from ident3d.ingest.datasets import check_dataset_memory, dataset_source, load_dataset, write_dataset_store
 
     if args.size is not None and not 8 <= args.size <= 512:
         raise UserError(f"--size must be between 8 and 512, got {args.size}")
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 def is_complete(out: str) -> bool:
     """Whether ``out`` already holds a store with every chunk done."""
-    from store.zarr_io import done_mask, open_store
+    from ident3d.store.zarr_io import done_mask, open_store
 
     try:
         return bool(done_mask(open_store(out)).all())

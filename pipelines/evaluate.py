@@ -1,6 +1,7 @@
 """``ident3d evaluate``: score a trained run on a test store (R^2 per latent, class accuracy, MCC),
 in columns derived from the store's latent groups (paper 000's table for Causal3DIdent), each marked
-content or style, for the encoder's output and inner layer: the CLI over ``evaluation.run_report.evaluate_run``."""
+content or style, for the encoder's output and inner layer: the CLI over
+``ident3d.evaluation.run_report.evaluate_run``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from causal.errors import UserError
-from pipelines.files import check_output, write_atomic
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.files import check_output, write_atomic
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,8 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_da_style(items: list[str]) -> dict[str, list[str]]:
-    """``["colour=tint+lamp"]`` -> ``{"colour": ["tint", "lamp"]}`` (checked by ``evaluation.report``)."""
-    from evaluation.report import check_da_style
+    """``["colour=tint+lamp"]`` -> ``{"colour": ["tint", "lamp"]}`` (checked by ``ident3d.evaluation.report``)."""
+    from ident3d.evaluation.report import check_da_style
 
     out: dict[str, list[str]] = {}
     for item in items:
@@ -61,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
     if args.fit <= 0 or args.score <= 0:
         raise UserError("--fit and --score must be positive")
     da_style = parse_da_style(args.da_style)
-    from evaluation.metric_suite import parse_metrics
-    from evaluation.run_report import evaluate_run  # here, not at the top: `ident3d --help` imports every command
+    from ident3d.evaluation.metric_suite import parse_metrics
+    from ident3d.evaluation.run_report import (
+        evaluate_run,  # here, not at the top: `ident3d --help` imports every command
+    )
 
     metrics = parse_metrics(",".join(args.metrics or []))  # before any work: an unknown name is one line
     if args.metrics is not None and not metrics:

@@ -1,7 +1,7 @@
 """The experiment engine: every experiment kind (``compare``, ``synthetic``, ``scaling``) is a small class that says
 which cells its config has and how their results become tables; the engine owns the rest, once for all kinds: the
-output folder (which experiment it holds), the cells (``pipelines.cells``: keyed by their settings, run one after
-another or on a Dask cluster), what Ctrl-C says, the divergence policy, the per-row statistics over seeds and the
+output folder (which experiment it holds), the cells (``ident3d.pipelines.cells``: keyed by their settings, run one
+after another or on a Dask cluster), what Ctrl-C says, the divergence policy, the per-row statistics over seeds and the
 atomic writing of the tables.
 
 To add a kind: subclass ``ExperimentKind`` in one module of ``pipelines/`` (its config checks, ``cells`` and
@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from causal.errors import UserError
-from pipelines.cells import Cell, run_cells, split_diverged
-from pipelines.files import check_output_dir, write_atomic
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.cells import Cell, run_cells, split_diverged
+from ident3d.pipelines.files import check_output_dir, write_atomic
 
 MIN_EVAL_ROWS = 10  # fewer rows cannot be cross-validated (kernel ridge) or scored
 
@@ -36,7 +36,7 @@ class ExperimentKind(ABC):
     def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
               progress: bool) -> list[Cell]:
         """Prepare what the cells share (e.g. render the stores), claim every cell's folder for its settings
-        (``pipelines.cells.claim_cell``) and return the cells to run, each a call ``fn(*args, progress)``."""
+        (``ident3d.pipelines.cells.claim_cell``) and return the cells to run, each a call ``fn(*args, progress)``."""
 
     @abstractmethod
     def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
@@ -102,7 +102,7 @@ def held_experiment(kind: ExperimentKind, out: Path) -> str | None:
 def _run_or_say_where(cell: Cell, progress: bool, i: int, n: int) -> dict[str, Any]:
     """A cell run in this process (cell i of n); Ctrl-C becomes a KeyboardInterrupt that says where it stopped
     and how to go on."""
-    from training.trainer import TrainingInterrupted
+    from ident3d.training.trainer import TrainingInterrupted
 
     where = f"cell {cell.key[0]!r} seed {cell.key[1]}"
     resume = f"{i} of {n} cells done; re-run the same command to resume"

@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 def check_output(path: str | Path, suffixes: tuple[str, ...], overwrite: bool) -> Path:
@@ -66,11 +66,11 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
 
 
 def read_yaml_config(path: str | Path, example: str) -> object:
-    """The parsed YAML of a config file (numbers read by ``causal.yamlnum``: ``2e-3`` is a number); a missing file
-    or bad YAML is a one-line error naming ``example``."""
+    """The parsed YAML of a config file (numbers read by ``ident3d.causal.yamlnum``: ``2e-3`` is a number); a missing
+    file or bad YAML is a one-line error naming ``example``."""
     import yaml
 
-    from causal.yamlnum import load_yaml
+    from ident3d.causal.yamlnum import load_yaml
 
     p = Path(path)
     if not p.is_file():

@@ -1,12 +1,13 @@
-"""API parameter errors in the command line's words: ``chunk_size must be ...`` from ``ingest.published`` (or any
-API raising ``causal.errors.ParameterError``) reads ``--chunk-size must be ...`` from the command that called it."""
+"""API parameter errors in the command line's words: ``chunk_size must be ...`` from ``ident3d.ingest.published`` (or
+any API raising ``ident3d.causal.errors.ParameterError``) reads ``--chunk-size must be ...`` from the command that
+called it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from causal.errors import ParameterError, UserError
+from ident3d.causal.errors import ParameterError, UserError
 
 
 @contextmanager

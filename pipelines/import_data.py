@@ -1,17 +1,17 @@
-"""``ident3d import``: the command-line skin over ``ingest.published.import_published`` (a published 3DIdent or
-Causal3DIdent folder -> an ident3d store) and ``ingest.temporal_npz.import_temporal`` (a Temporal Causal3DIdent
+"""``ident3d import``: the command-line skin over ``ident3d.ingest.published.import_published`` (a published 3DIdent or
+Causal3DIdent folder -> an ident3d store) and ``ident3d.ingest.temporal_npz.import_temporal`` (a Temporal Causal3DIdent
 .npz -> a sequence store)."""
 
 from __future__ import annotations
 
 import argparse
 
-from causal.errors import UserError
-from ingest import temporal_npz
-from ingest.published import FORMATS, ImportReport, import_published
-from pipelines.flags import flag_names
-from render.driver import CONNECT_TIMEOUT_S
-from store.zarr_io import IMAGE_LEVEL
+from ident3d.causal.errors import UserError
+from ident3d.ingest import temporal_npz
+from ident3d.ingest.published import FORMATS, ImportReport, import_published
+from ident3d.pipelines.flags import flag_names
+from ident3d.render.driver import CONNECT_TIMEOUT_S
+from ident3d.store.zarr_io import IMAGE_LEVEL
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -9,23 +9,23 @@ import json
 
 import numpy as np
 
-from causal.errors import UserError
-from evaluation.probe_run import probe_images
-from pipelines.files import check_output, write_atomic
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.probe_run import probe_images
+from ident3d.pipelines.files import check_output, write_atomic
 
 
 def labelled_images(store: str | None, dataset: str | None, root: str | None, max_images: int,
                     test_split: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(uint8 images, classes) of the first ``max_images`` finished rows of a store, or of a named dataset."""
     if dataset:
-        from ingest.datasets import load_dataset
+        from ident3d.ingest.datasets import load_dataset
 
         ds = load_dataset(dataset, root, train=not test_split)
         return ds.images[:max_images], ds.classes[:max_images]
     import zarr
 
-    from store.info import store_info
-    from store.zarr_io import read_rows
+    from ident3d.store.info import store_info
+    from ident3d.store.zarr_io import read_rows
 
     info = store_info(store, allow_partial=True)
     if not info.class_names:

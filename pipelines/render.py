@@ -1,13 +1,13 @@
-"""``ident3d render``: the command-line skin over ``render.render_store`` (latents -> Blender -> Zarr store)."""
+"""``ident3d render``: the command-line skin over ``ident3d.render.render_store`` (latents -> Blender -> Zarr store)."""
 
 from __future__ import annotations
 
 import argparse
 
-from causal.errors import UserError
-from render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
-from render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderReport
-from render.settings import HUE_MODES
+from ident3d.causal.errors import UserError
+from ident3d.render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
+from ident3d.render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderReport
+from ident3d.render.settings import HUE_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -134,7 +134,7 @@ def summarize(report: RenderReport) -> int:
 def render_sequence_args(args: argparse.Namespace) -> RenderReport:
     """``--sequences N``: a sequence store of the dynamic SCM ``--scm``; options of i.i.d. renders that have no
     meaning here are refused in one line."""
-    from render.sequences import render_sequences
+    from ident3d.render.sequences import render_sequences
 
     for flag, value in (("--n", args.n), ("--latents", args.latents), ("--views", args.views),
                         ("--view-conditional", args.view_conditional)):

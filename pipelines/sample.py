@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from causal import Samples, load_scm
-from causal.errors import UserError
-from pipelines.files import check_output, write_atomic
-from store.memory import available_memory, check_fits
+from ident3d.causal import Samples, load_scm
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.files import check_output, write_atomic
+from ident3d.store.memory import available_memory, check_fits
 
 
 def sample_to_file(scm_name: str, n: int, seed: int, out: str | Path, start: int = 0,

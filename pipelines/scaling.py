@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from causal.errors import UserError
-from evaluation.ceiling import CEILING_NAME, MATCH, verdict
-from pipelines.cells import Cell
-from pipelines.compare import Compare, add_grid_flags, check_layer, store_args
-from pipelines.compare import load_config as load_compare
-from pipelines.experiment import (
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, verdict
+from ident3d.pipelines.cells import Cell
+from ident3d.pipelines.compare import Compare, add_grid_flags, check_layer, store_args
+from ident3d.pipelines.compare import load_config as load_compare
+from ident3d.pipelines.experiment import (
     ExperimentKind,
     check_claim,
     claim_output,
@@ -31,7 +31,7 @@ from pipelines.experiment import (
     whole,
     write_tables,
 )
-from pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 TOP_KEYS = {"name", "description", "paper", "points"}
 POINT_KEYS = {"config", "out"}
@@ -122,8 +122,8 @@ def shown(path: Path) -> str:
 
 def point_columns(compare: dict[str, Any]) -> list[str]:
     """The table columns a compare config's test store will give, from its render plan (nothing renders)."""
-    from evaluation.report import columns, titles
-    from render import plan_render
+    from ident3d.evaluation.report import columns, titles
+    from ident3d.render import plan_render
 
     scene = compare.get("scene", "causal3dident")
     plan = plan_render("test.zarr", **store_args(compare["stores"]["test"], scene))
@@ -273,7 +273,7 @@ def trend(xs: list[float], ys: list[float], target: float) -> dict[str, Any]:
 
 def cell_scores(cell: Path, layer: str = "output") -> dict[str, Any]:
     """Per-latent linear R^2, their mean, MCC and (NN rows) the mean logged snap distance of one compare cell."""
-    from training.trainer import read_metrics
+    from ident3d.training.trainer import read_metrics
 
     rep = json.loads((cell / "report.json").read_text())["layers"][layer]
     r2 = rep["r2_linear"]

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from causal import SCM, DynamicSCM, builtin_names, load_any, parse_spec, read_spec_text
-from pipelines.files import check_output, write_atomic
-from pipelines.scm_dynamic import describe_dynamic, plot_unrolled
+from ident3d.causal import SCM, DynamicSCM, builtin_names, load_any, parse_spec, read_spec_text
+from ident3d.pipelines.files import check_output, write_atomic
+from ident3d.pipelines.scm_dynamic import describe_dynamic, plot_unrolled
 
 
 def describe(scm: SCM) -> Table:

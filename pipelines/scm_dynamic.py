@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from causal import DynamicSCM
-from pipelines.files import write_atomic
+from ident3d.causal import DynamicSCM
+from ident3d.pipelines.files import write_atomic
 
 
 def describe_dynamic(model: DynamicSCM) -> Table:

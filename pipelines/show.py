@@ -14,13 +14,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipelines.files import check_output, write_atomic
-from store.attrs import StoreAttrs, read_attrs
+from ident3d.pipelines.files import check_output, write_atomic
+from ident3d.store.attrs import StoreAttrs, read_attrs
 
 
 def summary(group: Any, path: str) -> Table:
     """A table of what the store holds and how it was made."""
-    from store.zarr_io import done_mask, view_names
+    from ident3d.store.zarr_io import done_mask, view_names
 
     a = read_attrs(group, path)
     done = done_mask(group, path)
@@ -87,7 +87,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from store.zarr_io import chunk_bounds, done_mask, read_rows, store_name, view_names
+    from ident3d.store.zarr_io import chunk_bounds, done_mask, read_rows, store_name, view_names
 
     path = path or store_name(group)
     a = read_attrs(group, path)
@@ -95,7 +95,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     rows_done = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
                                or [np.zeros(0, int)])
     if rows_done.size == 0:
-        from causal.errors import UserError
+        from ident3d.causal.errors import UserError
 
         raise UserError("the store has no finished chunk yet; render it first")
     pick = rows_done[:count] if seed is None else np.sort(
@@ -129,7 +129,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
 
 def _done_rows(group: Any, path: str) -> np.ndarray:
     """Rows of the store's finished chunks, in order."""
-    from store.zarr_io import chunk_bounds, done_mask
+    from ident3d.store.zarr_io import chunk_bounds, done_mask
 
     n, c = group["images"].shape[0], group["images"].chunks[0]
     return np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
@@ -138,7 +138,7 @@ def _done_rows(group: Any, path: str) -> np.ndarray:
 
 def _shared_rows(groups: Sequence[Any], names: Sequence[str], count: int, seed: int | None) -> np.ndarray:
     """Up to ``count`` rows finished in every store (the first ones, or a random pick with ``seed``)."""
-    from causal.errors import UserError
+    from ident3d.causal.errors import UserError
 
     rows = _done_rows(groups[0], names[0])
     for g, name in zip(groups[1:], names[1:], strict=True):
@@ -152,8 +152,8 @@ def _shared_rows(groups: Sequence[Any], names: Sequence[str], count: int, seed: 
 
 def _same_latents(groups: Sequence[Any], names: Sequence[str], rows: np.ndarray) -> None:
     """Every store holds the first store's latents and classes in ``rows``; else a one-line UserError."""
-    from causal.errors import UserError
-    from store.zarr_io import read_rows
+    from ident3d.causal.errors import UserError
+    from ident3d.store.zarr_io import read_rows
 
     def values(g: Any, name: str, key: str) -> np.ndarray | None:
         return read_rows(g[key], slice(0, int(rows.max()) + 1), name)[rows] if key in g else None
@@ -197,7 +197,7 @@ def save_side_by_side(groups: Sequence[Any], names: Sequence[str], out: Path, co
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from store.zarr_io import read_rows
+    from ident3d.store.zarr_io import read_rows
 
     rows = _shared_rows(groups, names, count, seed)
     _same_latents(groups, names, rows)
@@ -255,8 +255,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print each store's summary; with --out save the grid (one store) or the side-by-side figure (several)."""
-    from causal.errors import UserError
-    from store.zarr_io import open_store
+    from ident3d.causal.errors import UserError
+    from ident3d.store.zarr_io import open_store
 
     if args.count <= 0 or args.cols <= 0:
         raise UserError("--count and --cols must be positive")
@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
         Console(width=140).print(summary(group, path))
     first = read_attrs(groups[0], args.store[0])
     if out and len(groups) == 1 and first.sequences:  # a sequence store: strips of frames, interventions marked
-        from pipelines.show_sequences import save_strips
+        from ident3d.pipelines.show_sequences import save_strips
 
         save_strips(groups[0], first, out, count=min(args.count, 6), path=args.store[0])
     elif out and len(groups) == 1:

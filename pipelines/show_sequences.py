@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.files import write_atomic
-from store.attrs import StoreAttrs
+from ident3d.pipelines.files import write_atomic
+from ident3d.store.attrs import StoreAttrs
 
 
 def factor_of(attrs: StoreAttrs) -> list[str]:
@@ -38,8 +38,8 @@ def save_strips(group: Any, attrs: StoreAttrs, out: Path, count: int = 4, path: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from causal.errors import UserError
-    from store.zarr_io import chunk_bounds, done_mask, read_rows
+    from ident3d.causal.errors import UserError
+    from ident3d.store.zarr_io import chunk_bounds, done_mask, read_rows
 
     length = int(attrs.sequences["length"])
     n, c = group["images"].shape[0], group["images"].chunks[0]

@@ -1,7 +1,7 @@
 """``ident3d synthetic``: the numerical identifiability experiments of papers 000, 001 and 003 as configs: every
 (row, seed) cell is one trainer run on a synthetic source, scored on held-out draws; cells are keyed by their
-settings (``pipelines.cells``) and resume after a kill or Ctrl-C; the table (mean +- std over seeds, next to what the
-paper predicts) is written as markdown, CSV and JSON with figures."""
+settings (``ident3d.pipelines.cells``) and resume after a kill or Ctrl-C; the table (mean +- std over seeds, next to
+what the paper predicts) is written as markdown, CSV and JSON with figures."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from causal.errors import UserError
-from pipelines.cells import Cell, claim_cell, matches, run_settings
-from pipelines.experiment import (
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.cells import Cell, claim_cell, matches, run_settings
+from ident3d.pipelines.experiment import (
     ExperimentKind,
     check_eval,
     check_seeds,
@@ -24,7 +24,7 @@ from pipelines.experiment import (
     slug,
     write_tables,
 )
-from pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 TOP_KEYS = {"name", "description", "paper", "train", "evaluate", "seeds", "rows"}
 ROW_KEYS = {"name", "source", "hp", "train", "expect", "note"}
@@ -90,7 +90,7 @@ def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
 
 def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None, device: str) -> Any:
     """The TrainConfig of one cell: the config's train section, the row's overrides, the row's source and hp."""
-    from training.config import SYNTHETIC, TrainConfig
+    from ident3d.training.config import SYNTHETIC, TrainConfig
 
     settings = {**(cfg.get("train") or {}), **(row.get("train") or {})}
     allowed = {f.name for f in fields(TrainConfig)} - {"data", "source", "seed", "objective_args", "normalize",
@@ -106,8 +106,8 @@ def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int
 
 def check_cell(tc: Any) -> None:
     """Build the cell's source, encoder and objective once on the CPU (a tiny batch), to fail before training."""
-    from training.parts import check_numbers
-    from training.synthetic.run import build_synthetic_run
+    from ident3d.training.parts import check_numbers
+    from ident3d.training.synthetic.run import build_synthetic_run
 
     check_numbers(tc, flag=lambda key: f"train.{key}")
     small = replace(tc, batch_size=2, device="cpu")
@@ -115,19 +115,20 @@ def check_cell(tc: Any) -> None:
 
 
 def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None) -> dict[str, Any]:
-    """Everything that shapes a cell's scores, resolved (``pipelines.cells``): its trainer config and evaluation."""
+    """Everything that shapes a cell's scores, resolved (``ident3d.pipelines.cells``): its trainer config and
+    evaluation."""
     return {"train": run_settings(train_config(cfg, row, seed, steps, "cpu")), "evaluate": eval_settings(cfg)}
 
 
 def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, steps: int | None,
              device: str, progress: bool = False) -> dict[str, Any]:
     """Train (or resume) one cell and score it; the scores are saved as scores.json, which marks it done. The
-    folder is the cell's only for its settings (``pipelines.cells.claim_cell``: one made with others is moved
+    folder is the cell's only for its settings (``ident3d.pipelines.cells.claim_cell``: one made with others is moved
     aside). A cell whose loss diverges is reported as {"diverged": why} (not saved: a re-run retries it) and the
-    other cells go on; Ctrl-C checkpoints the step it stopped at (``training.trainer.TrainingInterrupted``)."""
-    from evaluation.synthetic import evaluate_synthetic
-    from training.run_dir import RunDir
-    from training.trainer import TrainingDiverged, read_metrics, train
+    other cells go on; Ctrl-C checkpoints the step it stopped at (``ident3d.training.trainer.TrainingInterrupted``)."""
+    from ident3d.evaluation.synthetic import evaluate_synthetic
+    from ident3d.training.run_dir import RunDir
+    from ident3d.training.trainer import TrainingDiverged, read_metrics, train
 
     tc = train_config(cfg, row, seed, steps, device)
     claim_cell(cell, cell_settings(cfg, row, seed, steps))
@@ -234,7 +235,7 @@ def scatter_figure(cell: Path, path: Path, title: str, n: int = 2000) -> None:
     import matplotlib.pyplot as plt
     from sklearn.linear_model import LinearRegression
 
-    from evaluation.synthetic import encode_source
+    from ident3d.evaluation.synthetic import encode_source
 
     h, z, source = encode_source(cell, n, 3)
     pred = LinearRegression().fit(h, z).predict(h)
@@ -257,8 +258,8 @@ def spectrum_figure(cell: Path, path: Path, title: str, n: int = 5000) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evaluation.spectrum import std_spectrum
-    from evaluation.synthetic import encode_source
+    from ident3d.evaluation.spectrum import std_spectrum
+    from ident3d.evaluation.synthetic import encode_source
 
     h, _, _ = encode_source(cell, n, 3)
     stds, _ = std_spectrum(h)
@@ -314,7 +315,7 @@ class Synthetic(ExperimentKind):
                                        + markdown(table, table["seeds"]),
                            "table.csv": lambda p: write_csv(table, p)})
         if self.figures:
-            from training.run_dir import CHECKPOINT
+            from ident3d.training.run_dir import CHECKPOINT
 
             (out / "figures").mkdir(exist_ok=True)
             s0 = table["seeds"][0]
@@ -340,7 +341,7 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     """Run (or resume) every (row, seed) cell of ``cfg`` under ``out`` and write the table and figures there:
     one after another, or on ``workers`` local single-thread processes or an existing cluster (``scheduler``).
     Ctrl-C stops with a KeyboardInterrupt whose message says where it stopped and how to resume."""
-    from training.trainer import pick_device
+    from ident3d.training.trainer import pick_device
 
     if seeds is not None:
         cfg = {**cfg, "seeds": seeds}

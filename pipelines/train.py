@@ -11,8 +11,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from causal.errors import UserError
-from pipelines.files import check_output_dir
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.files import check_output_dir
 
 # options a resumed run may change; not num_workers: batch contents depend on the number of loader lanes
 
@@ -59,9 +59,9 @@ def resolve_defaults(values: dict[str, Any], device: str, saved: dict[str, Any] 
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
-    """KEY=VALUE items -> dict, values read by ``causal.yamlnum.parse_value`` (numbers as written, e.g. 5e-2;
+    """KEY=VALUE items -> dict, values read by ``ident3d.causal.yamlnum.parse_value`` (numbers as written, e.g. 5e-2;
     true/false, null, lists); the objective or encoder then checks each against its declaration."""
-    from causal.yamlnum import parse_value
+    from ident3d.causal.yamlnum import parse_value
 
     out: dict[str, Any] = {}
     for item in items or []:
@@ -75,9 +75,9 @@ def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
 def list_components() -> str:
     """One line per objective, view maker and encoder (``ident3d train --list``), and under each objective and
     encoder what its ``--hp`` / ``--encoder-arg`` settings take (from their one declaration)."""
-    from training.encoders import ENCODERS
-    from training.objectives import OBJECTIVES
-    from training.views import VIEWS
+    from ident3d.training.encoders import ENCODERS
+    from ident3d.training.objectives import OBJECTIVES
+    from ident3d.training.views import VIEWS
 
     lines = []
     for title, reg, flag in (("objectives", OBJECTIVES, "--hp"), ("views", VIEWS, ""),
@@ -94,9 +94,9 @@ def list_components() -> str:
 def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The TrainConfig of the command line, 'auto' defaults resolved for the device; (config, auto keys).
     Every value is checked here, before a store is read or a file written."""
-    from training.parts import check_numbers, default_views
-    from training.run_dir import store_path
-    from training.trainer import TrainConfig, pick_device
+    from ident3d.training.parts import check_numbers, default_views
+    from ident3d.training.run_dir import store_path
+    from ident3d.training.trainer import TrainConfig, pick_device
 
     known = {f.name for f in fields(TrainConfig)}
     values = {k: getattr(args, k) for k in known if hasattr(args, k) and getattr(args, k) is not None}
@@ -115,7 +115,7 @@ def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = No
 
 def fit_batch(cfg: Any) -> int:
     """The auto batch size, capped at the images the store holds (a small store is no error for a default)."""
-    from store.info import store_info
+    from ident3d.store.info import store_info
 
     return min(cfg.batch_size, int(store_info(cfg.data, cfg.allow_partial, cfg.split).rows.size))
 
@@ -187,7 +187,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def start_line(cfg: Any, auto: list[str]) -> str:
     """The one line printed at start: device and the settings that came from the auto defaults."""
-    from training.trainer import pick_device
+    from ident3d.training.trainer import pick_device
 
     device = pick_device(cfg.device).type
     chosen = {"encoder": cfg.encoder, "steps": f"{cfg.steps} steps", "batch_size": f"batch {cfg.batch_size}",
@@ -203,8 +203,8 @@ def start_line(cfg: Any, auto: list[str]) -> str:
 def check_early(cfg: Any) -> None:
     """Check the view maker, objective, hyperparameters and encoder options without reading the store, so a
     typo fails in a second, before the store's statistics are computed."""
-    from training.parts import check_components
-    from training.views import Normalize, make_view_maker
+    from ident3d.training.parts import check_components
+    from ident3d.training.views import Normalize, make_view_maker
 
     make_view_maker(cfg.views, Normalize((0.0,) * 3, (1.0,) * 3), n_views=cfg.n_views)
     check_components(cfg, image_size=64)  # also refuses --n-views J for an objective that takes a fixed count
@@ -212,7 +212,7 @@ def check_early(cfg: Any) -> None:
 
 def finished_step(run_dir: Any, cfg: Any) -> int | None:
     """The step of a resumed run's checkpoint when it already reached ``cfg.steps`` (nothing to train), else None."""
-    from training.run_dir import load_checkpoint
+    from ident3d.training.run_dir import load_checkpoint
 
     if not run_dir.checkpoint_path.exists():
         return None
@@ -226,8 +226,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.data or not args.out:
         raise UserError("--data STORE and --out RUN_DIR are required (or --list)")
-    from training.run_dir import RunDir
-    from training.trainer import TrainingInterrupted, train
+    from ident3d.training.run_dir import RunDir
+    from ident3d.training.trainer import TrainingInterrupted, train
 
     out = Path(args.out)
     check_output_dir(out)

@@ -1,13 +1,13 @@
 """Rendering: scene descriptions (data), render settings, the Blender worker (render.blender), the Zarr store,
 the Dask driver, and the Python API ``render_store`` / ``plan_render`` that ``ident3d render`` wraps.
 
-Importing ``render`` does not import bpy; only the workers' ``render.blender`` does.
+Importing ``render`` does not import bpy; only the workers' ``ident3d.render.blender`` does.
 """
 
-from render.api import parse_views, plan_render, render_store
-from render.driver import RenderPlan, RenderReport, cycles_seeds, default_workers
-from render.scene import BUILTIN_SCENES, LATENT_NAMES, Scene, load_scene, pose
-from render.settings import PRESETS, RenderSettings, render_settings
+from ident3d.render.api import parse_views, plan_render, render_store
+from ident3d.render.driver import RenderPlan, RenderReport, cycles_seeds, default_workers
+from ident3d.render.scene import BUILTIN_SCENES, LATENT_NAMES, Scene, load_scene, pose
+from ident3d.render.settings import PRESETS, RenderSettings, render_settings
 
 __all__ = [
     "BUILTIN_SCENES", "LATENT_NAMES", "PRESETS", "RenderPlan", "RenderReport", "RenderSettings", "Scene",

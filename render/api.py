@@ -2,9 +2,9 @@
 Dask chunks; ``plan_render`` validates the same arguments and builds the job, store attributes and layout
 without rendering. ``ident3d render`` is a thin command-line skin over these two.
 
-    import render
-    report = render.render_store("stores/c3d.zarr", scene="causal3dident", n=1000, views="hues:hues",
-                                 settings={"resolution": 32, "samples": 8})
+    import ident3d
+    report = ident3d.render_store("stores/c3d.zarr", scene="causal3dident", n=1000, views="hues:hues",
+                                  settings={"resolution": 32, "samples": 8})
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from causal import SCM, Samples, builtin_names, load_scm
-from causal.errors import UserError
-from causal.scm import CONDITIONALS
-from render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
-from render.latents_io import GivenLatents, given_latents
-from render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
-from render.scene import Scene, load_scene, scene_from_dict
-from render.settings import RenderSettings, render_settings
-from store.attrs import StoreAttrs
-from store.zarr_io import is_url
+from ident3d.causal import SCM, Samples, builtin_names, load_scm
+from ident3d.causal.errors import UserError
+from ident3d.causal.scm import CONDITIONALS
+from ident3d.render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
+from ident3d.render.latents_io import GivenLatents, given_latents
+from ident3d.render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
+from ident3d.render.scene import Scene, load_scene, scene_from_dict
+from ident3d.render.settings import RenderSettings, render_settings
+from ident3d.store.attrs import StoreAttrs
+from ident3d.store.zarr_io import is_url
 
 VIEW_PRESETS = ("positions", "hues", "rotations", "positions+hues", "rotations+hues", "positions+rotations")
 
@@ -50,7 +50,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
     Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local processes (None:
-    ``render.driver.default_workers``; one renders in this process, without a cluster), or an existing cluster's
+    ``ident3d.render.driver.default_workers``; one renders in this process, without a cluster), or an existing cluster's
     ``scheduler`` address (given up after ``connect_timeout`` seconds, before anything is written); ``threads``
     Cycles threads per worker (None: the cores split evenly between local workers; with a scheduler, each
     worker's Dask thread count); ``retries`` of a failing
@@ -128,7 +128,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
 
 
 def check_chunk_memory(settings: SettingsArg, preset: str, chunk_size: int, chunk_flags: str) -> None:
-    """One render worker's memory (``render.driver.check_memory``) for chunks of ``chunk_size`` images at the
+    """One render worker's memory (``ident3d.render.driver.check_memory``) for chunks of ``chunk_size`` images at the
     resolution of ``settings`` / ``preset``: for a caller that checks it before building the rows it renders (a
     sequence render, before its rollout), naming its own ``chunk_flags``."""
     check_memory({"height": _settings(settings, preset).resolution, "chunk_size": chunk_size}, workers=1,
@@ -151,7 +151,7 @@ def check_mesh_files(scene: Scene) -> None:
 
 def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | None,
                 meshes_dir: str | None) -> StoreAttrs:
-    """The rendered store's self-description (``store.attrs.StoreAttrs.rendered``)."""
+    """The rendered store's self-description (``ident3d.store.attrs.StoreAttrs.rendered``)."""
     return StoreAttrs.rendered(
         scene=scene.name, scene_spec=job.scene, scm=scm, render=job.settings, seed=job.seed, n=job.n,
         chunk_size=job.chunk_size, views=job.views, view_seeds=job.view_seeds,

@@ -21,17 +21,17 @@ import numpy as np
 from PIL import Image
 
 # isort: off
-import render.bpy_module  # noqa: F401  (bpy, with Blender's script folders last on sys.path)
+import ident3d.render.bpy_module  # noqa: F401  (bpy, with Blender's script folders last on sys.path)
 import bpy
 import bmesh
 from mathutils import Vector
 
 # isort: on
 
-from causal.errors import UserError
-from render.meshes import class_mesh
-from render.scene import Light, Material, Pose, Scene, load_scene, pose, scene_from_dict
-from render.settings import PRESETS, RenderSettings
+from ident3d.causal.errors import UserError
+from ident3d.render.meshes import class_mesh
+from ident3d.render.scene import Light, Material, Pose, Scene, load_scene, pose, scene_from_dict
+from ident3d.render.settings import PRESETS, RenderSettings
 
 GPU_BACKENDS = ("OPTIX", "CUDA", "HIP", "ONEAPI", "METAL")
 SEED_MODULUS = 2**31  # cycles.seed is a signed 32-bit int

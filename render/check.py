@@ -6,7 +6,7 @@ A chunk is bad when one of its arrays does not decode (a truncated or garbled fi
 the zstd checksum was switched on detect any changed byte), when its images file is missing (an
 unwritten chunk reads as zeros), when its latents are not finite or its classes out of range, when a sequence
 store's ``sequence``/``time`` do not match their rows or it has an intervention at step 0, or when its ``done``
-flag itself does not decode. The arrays checked are the store format's list (``store.zarr_io.row_arrays``); a
+flag itself does not decode. The arrays checked are the store format's list (``ident3d.store.zarr_io.row_arrays``); a
 missing sequence array makes every done chunk bad, and ``--repair`` re-creates it empty for the render to refill.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 import zarr
 from zarr.core.sync import sync
 
-from causal.errors import UserError
-from store.attrs import StoreAttrs, read_attrs
-from store.zarr_io import (
+from ident3d.causal.errors import UserError
+from ident3d.store.attrs import StoreAttrs, read_attrs
+from ident3d.store.zarr_io import (
     chunk_bounds,
     create_extra,
     decode_error,
@@ -99,9 +99,9 @@ MISSING = "array missing"  # a declared per-row array that is not in the store (
 
 
 def store_arrays(group: zarr.Group, attrs: StoreAttrs) -> tuple[list[str], list[str]]:
-    """Paths of the per-row arrays the store format declares for this store (``store.zarr_io.row_arrays``), ``done``
-    excluded: (present, missing). A missing sequence array is damage that ``--repair`` re-creates; a store without
-    its images or latents is not something a re-render can fix, so that is a :class:`UserError`."""
+    """Paths of the per-row arrays the store format declares for this store (``ident3d.store.zarr_io.row_arrays``),
+    ``done`` excluded: (present, missing). A missing sequence array is damage that ``--repair`` re-creates; a store
+    without its images or latents is not something a re-render can fix, so that is a :class:`UserError`."""
     present, missing = [], []
     for path, required in row_arrays(group, attrs):
         try:

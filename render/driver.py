@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from causal import SCM, Samples, load_scm, rng
-from causal.errors import UserError
-from store.attrs import StoreAttrs
-from store.memory import check_fits, gb
-from store.zarr_io import (
+from ident3d.causal import SCM, Samples, load_scm, rng
+from ident3d.causal.errors import UserError
+from ident3d.store.attrs import StoreAttrs
+from ident3d.store.memory import check_fits, gb
+from ident3d.store.zarr_io import (
     ChunkData,
     chunk_bounds,
     is_url,
@@ -158,7 +158,7 @@ def _renderer(job: RenderJob) -> Any:
     threads = worker_threads(job)
     key = json.dumps([job.scene, job.settings, threads], sort_keys=True)
     if _CACHE.get("key") != key:
-        from render.blender import build_renderer
+        from ident3d.render.blender import build_renderer
 
         old = _CACHE.pop("renderer", None)
         _CACHE.pop("key", None)  # a build that fails leaves no stale key behind
@@ -190,7 +190,7 @@ class BlenderThread:
     Dask worker's task threads), and that shuts Blender down in an ``atexit`` hook before Python's finalisation.
 
     Why: bpy's importing thread is Blender's main thread, and its exit must run there too (see
-    ``render.bpy_module.exit_blender``). A Dask worker ran its tasks, so imported bpy, in a thread of its task
+    ``ident3d.render.bpy_module.exit_blender``). A Dask worker ran its tasks, so imported bpy, in a thread of its task
     pool; that pool is joined when the worker closes, so at exit Blender's teardown ran in the process's main
     thread and segfaulted: every ``dask worker`` that had rendered died with signal 11 on SIGTERM (the nanny logged
     "Worker process N was killed by signal 11"; ``--no-nanny`` exited -11), as did a local cluster's workers. This
@@ -242,7 +242,7 @@ def _release_blender() -> None:
     if renderer is not None:
         renderer.close()
     if "bpy" in sys.modules:
-        from render.bpy_module import exit_blender
+        from ident3d.render.bpy_module import exit_blender
 
         exit_blender()
 

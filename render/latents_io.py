@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from causal import SCM, Samples
-from causal.errors import UserError
+from ident3d.causal import SCM, Samples
+from ident3d.causal.errors import UserError
 
 SUFFIXES = (".csv", ".npy", ".npz")
 INDEX_COLUMN = "index"  # the row-id column `ident3d sample` writes; accepted and ignored (file order is kept)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from causal.errors import UserError
-from render.teapot import teapot_mesh
+from ident3d.causal.errors import UserError
+from ident3d.render.teapot import teapot_mesh
 
 if TYPE_CHECKING:
     import bpy
@@ -54,7 +54,7 @@ class MeshLoadError(UserError):
 
 def _mesh_from_arrays(name: str, verts: np.ndarray, faces: np.ndarray) -> bpy.types.Mesh:
     """A Blender mesh from vertex (V, 3) and triangle (F, 3) arrays, normals made consistent, smooth shaded."""
-    from render.bpy_module import bpy  # isort: skip (before bmesh)
+    from ident3d.render.bpy_module import bpy  # isort: skip (before bmesh)
     import bmesh
 
     mesh = bpy.data.meshes.new(name)
@@ -85,7 +85,7 @@ def _torus(major: float = 1.0, minor: float = 0.4, n_major: int = 48, n_minor: i
 
 def builtin_mesh(shape: str, name: str | None = None) -> bpy.types.Mesh:
     """A procedural mesh: 'teapot' (Bezier patches) or a Blender primitive shape (see BUILTIN_MESHES)."""
-    from render.bpy_module import bpy  # isort: skip (before bmesh)
+    from ident3d.render.bpy_module import bpy  # isort: skip (before bmesh)
     import bmesh
 
     name = name or shape
@@ -187,7 +187,7 @@ def _obj_has_vertices(path: Path) -> bool:
 def _import_objects(path: Path) -> list[bpy.types.Object]:
     """Run the Blender 5 importer for the file's suffix; return the objects it created. OBJ, PLY and STL are read
     +Y up, -Z forward (the module's one up-axis rule; glTF is Y-up by its specification, .blend is Z-up)."""
-    from render.bpy_module import bpy
+    from ident3d.render.bpy_module import bpy
 
     suffix = path.suffix.lower()
     if suffix == ".blend":
@@ -221,7 +221,7 @@ def _world_matrix(obj: bpy.types.Object):
 
 def load_mesh(path: str | Path, class_name: str = "?") -> bpy.types.Mesh:
     """Import a mesh file (OBJ/PLY/STL/glTF, or the first mesh object of a .blend) as one world-space mesh."""
-    from render.bpy_module import bpy  # isort: skip (before bmesh)
+    from ident3d.render.bpy_module import bpy  # isort: skip (before bmesh)
     import bmesh
 
     path = Path(path).expanduser()

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from render.scene import Camera, Scene, pose
+from ident3d.render.scene import Camera, Scene, pose
 
 
 def _euler_xyz(rx: float, ry: float, rz: float) -> np.ndarray:

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from causal.errors import UserError
-from render.meshes import BUILTIN_MESHES
+from ident3d.causal.errors import UserError
+from ident3d.render.meshes import BUILTIN_MESHES
 
 SCENES_DIR = Path(__file__).with_name("scenes")
 BUILTIN_SCENES = tuple(sorted(p.stem for p in SCENES_DIR.glob("*.yaml")))  # a new scene: one YAML file there

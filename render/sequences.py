@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from causal import load_scm
-from causal.errors import SpecError, UserError
-from causal.loading import load_dynamic_scm
-from render.api import check_chunk_memory, check_run_args, plan_render
-from render.driver import CONNECT_TIMEOUT_S, RenderPlan, RenderReport, run
-from store.memory import check_fits
-from store.zarr_io import sequence_layout
+from ident3d.causal import load_scm
+from ident3d.causal.errors import SpecError, UserError
+from ident3d.causal.loading import load_dynamic_scm
+from ident3d.render.api import check_chunk_memory, check_run_args, plan_render
+from ident3d.render.driver import CONNECT_TIMEOUT_S, RenderPlan, RenderReport, run
+from ident3d.store.memory import check_fits
+from ident3d.store.zarr_io import sequence_layout
 
 # peak bytes per (frame, node) while a rollout is drawn and turned into store rows: the float32 latents and bool
 # targets, each step's float64 draws, the flattened float32 copy, the interventions copy and the per-row int64 index,
@@ -69,7 +69,7 @@ def plan_sequences(out: str | Path, scm: Any = "temporal_causal3dident", sequenc
 
 
 def check_rollout(sequences: int, length: int, nodes: int, available: int | None = None) -> None:
-    """Refuse a rollout whose frames would not fit in memory (``store.memory.check_fits``), before it is drawn:
+    """Refuse a rollout whose frames would not fit in memory (``ident3d.store.memory.check_fits``), before it is drawn:
     ``ROLLOUT_BYTES_PER_VALUE`` per frame and node of the dynamic SCM."""
     frames = sequences * length
     check_fits(frames * nodes * ROLLOUT_BYTES_PER_VALUE, f"--sequences {sequences:,} x --length {length:,} "
@@ -79,7 +79,7 @@ def check_rollout(sequences: int, length: int, nodes: int, available: int | None
 def _scene_for(scm_name: str, scene: Any) -> Any:
     """The scene to render with: the one given, else the built-in scene of the SCM's name; an SCM without one
     (a user's own spec) is one line asking for ``--scene``."""
-    from render.scene import BUILTIN_SCENES
+    from ident3d.render.scene import BUILTIN_SCENES
 
     if scene is not None:
         return scene
@@ -101,7 +101,7 @@ def render_sequences(out: str | Path, scm: Any = "temporal_causal3dident", seque
                      connect_timeout: float = CONNECT_TIMEOUT_S, meshes: Any = None,
                      meshes_dir: Any = None) -> RenderReport:
     """Render (or resume) a sequence store; arguments as :func:`plan_sequences`, plus where to run (as
-    ``render.render_store``)."""
+    ``ident3d.render.render_store``)."""
     check_run_args(workers, threads, retries, connect_timeout)
     plan = plan_sequences(out, scm, sequences, length, seed, scene, settings, preset, sequences_per_chunk, meshes,
                           meshes_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 DEVICES = ("auto", "cpu", "gpu")
 PREFILTERS = ("NONE", "FAST", "ACCURATE")

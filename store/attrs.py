@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 FORMAT_VERSION = 1
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import zarr
 
-from causal.errors import UserError
-from store.attrs import StoreAttrs, read_attrs
-from store.zarr_io import chunk_bounds, done_mask, open_store, read_rows
+from ident3d.causal.errors import UserError
+from ident3d.store.attrs import StoreAttrs, read_attrs
+from ident3d.store.zarr_io import chunk_bounds, done_mask, open_store, read_rows
 
 
 @dataclass(frozen=True)

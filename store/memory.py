@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 def available_memory() -> int | None:

@@ -1,5 +1,5 @@
 """The Zarr store's arrays (format v1): images, latents, classes, per-chunk ``done`` flags and optional exact
-LT views; creating, resuming and opening a store. Its attributes are ``store.attrs.StoreAttrs``.
+LT views; creating, resuming and opening a store. Its attributes are ``ident3d.store.attrs.StoreAttrs``.
 
 One Dask task owns one chunk (rows ``k*C .. (k+1)*C``) of every array, so writers never share a
 Zarr chunk and need no locks; ``done[k]`` is set only after chunk k's data is written.
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import zarr
 
-from causal.errors import UserError
-from store.attrs import FORMAT_VERSION, StoreAttrs
+from ident3d.causal.errors import UserError
+from ident3d.store.attrs import FORMAT_VERSION, StoreAttrs
 
 # Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
 DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),

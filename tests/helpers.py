@@ -18,7 +18,7 @@ def tree_digest(path) -> str:
 
 def render_tiny_store(out):
     """The 96-image, 32 px Causal3DIdent store (with a `hues` LT view) that training tests train on."""
-    from render import render_store
+    from ident3d.render import render_store
 
     assert render_store(out, scene="causal3dident", n=96, settings={"resolution": 32, "samples": 4},
                         views="hues:hues", chunk_size=32, workers=2, progress=False).ok
@@ -37,7 +37,7 @@ def run_cli(*args, cwd=None, env=None):
     import subprocess
     import traceback
 
-    from pipelines.cli import main
+    from ident3d.pipelines.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     old_cwd, old_env = os.getcwd(), dict(os.environ)
@@ -107,10 +107,9 @@ class FullDisk:
 def inject_before_commit(monkeypatch, hook) -> None:
     """Every render this test starts (API or in-process CLI) carries ``hook`` as its job's ``before_commit``; the
     hook ships to the Dask workers with the job (they import it from this module: tests/ is on their path)."""
-    import render.api
-    from render import driver
+    from ident3d.render import api, driver
 
     def run(plan, **kwargs):
         return driver.run(replace(plan, job=replace(plan.job, before_commit=hook)), **kwargs)
 
-    monkeypatch.setattr(render.api, "run", run)
+    monkeypatch.setattr(api, "run", run)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from causal import load_scm
+from ident3d.causal import load_scm
 
 N = 50_000
 

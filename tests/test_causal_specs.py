@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from causal import SCM, SpecError, load_scm, parse_spec
+from ident3d.causal import SCM, SpecError, load_scm, parse_spec
 
 
 def _base():

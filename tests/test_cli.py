@@ -10,8 +10,8 @@ import pytest
 import yaml
 from helpers import read_png, run_cli
 
-from causal import load_scm
-from pipelines.cli import COMMANDS, main
+from ident3d.causal import load_scm
+from ident3d.pipelines.cli import COMMANDS, main
 
 
 def run(*args, cwd=None):

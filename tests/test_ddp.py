@@ -50,7 +50,7 @@ class SmallEncoder(nn.Sequential):
 
 def build(case: str) -> nn.Module:
     """The objective of ``case`` with identical float64 weights (and MoCo queue) in every process."""
-    from training.objectives import OBJECTIVES
+    from ident3d.training.objectives import OBJECTIVES
 
     name, hp = CASES[case]
     torch.manual_seed(0)
@@ -170,9 +170,9 @@ def test_rank_slices_make_the_single_process_batch(in_memory, lanes):
     """--batch-size is global: the ranks' rows, concatenated in rank order, are one process's rows."""
     import numpy as np
 
-    from store.attrs import StoreAttrs
-    from store.info import StoreInfo
-    from training.data import StoreBatches
+    from ident3d.store.attrs import StoreAttrs
+    from ident3d.store.info import StoreInfo
+    from ident3d.training.data import StoreBatches
 
     attrs = StoreAttrs(scene="test", scene_spec={}, scm={}, n=1000, chunk_size=50, latent_names=["a"])
     info = StoreInfo("unused.zarr", 1000, 50, 8, attrs, np.arange(1000, dtype=np.int64))

@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from training.decoders import build_decoder
-from training.encoders import ENCODERS, build_encoder
-from training.objectives import OBJECTIVES
+from ident3d.causal.errors import UserError
+from ident3d.training.decoders import build_decoder
+from ident3d.training.encoders import ENCODERS, build_encoder
+from ident3d.training.objectives import OBJECTIVES
 
 # key -> (encoder name, out_dim, image_size, encoder options, build_decoder keyword arguments)
 CASES = {

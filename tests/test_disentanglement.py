@@ -14,8 +14,8 @@ from scipy.stats import spearmanr
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
-from causal.errors import UserError
-from evaluation import (
+from ident3d.causal.errors import UserError
+from ident3d.evaluation import (
     citris_scores,
     dci,
     dci_es_explicitness,

@@ -9,7 +9,7 @@ What counts as an example, and how it runs:
   other shell line (``pip install``, ``python script.py``, ``cd``, a pipe) makes the block not runnable.
   ``compare`` and ``scaling`` (``CONFIG_CHECKED``) are checked, not trained: their sizes live in their configs.
 - ```yaml blocks must parse and are validated by their shape: an SCM spec (``nodes:``) by ``ident3d scm show``, a
-  scene (``camera:``) by ``render.scene.load_scene``, an experiment config by its command's ``load_config``.
+  scene (``camera:``) by ``ident3d.render.scene.load_scene``, an experiment config by its command's ``load_config``.
 - ```python blocks are executed in the working folder.
 - ```text blocks (output) and blocks without a language (diagrams) are not examples; inline `ident3d ...` in
   prose and tables are syntax summaries and are not run either.
@@ -94,7 +94,7 @@ TINY: dict[str, Callable[[list[str]], list[str]]] = {
 
 def first_row(argv: list[str], work: Path) -> str:
     """The first row of a synthetic command's config: paper 000's kernel R^2 on 5,000 points takes ~4 s a row."""
-    from causal.yamlnum import load_yaml
+    from ident3d.causal.yamlnum import load_yaml
 
     return load_yaml((work / argv[argv.index("--config") + 1]).read_text())["rows"][0]["name"]
 
@@ -289,15 +289,15 @@ def run_bash(b: Block, work: Path, log: list[str]) -> None:
 
 def check_config_of(argv: list[str], work: Path) -> subprocess.CompletedProcess:
     """A grid command (``CONFIG_CHECKED``) checked, not run: its flags parsed and its config loaded."""
-    from causal.errors import UserError
-    from pipelines.cli import build_parser
+    from ident3d.causal.errors import UserError
+    from ident3d.pipelines.cli import build_parser
 
     err = io.StringIO()
     code = 0
     with contextlib.chdir(work), contextlib.redirect_stderr(err):
         try:
             args = build_parser(argv[:1]).parse_args(argv)
-            importlib.import_module(f"pipelines.{argv[0]}").load_config(args.config)
+            importlib.import_module(f"ident3d.pipelines.{argv[0]}").load_config(args.config)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except UserError as exc:
@@ -333,7 +333,7 @@ def yaml_kind(data: object) -> str | None:
 
 def check_yaml(b: Block, work: Path, log: list[str]) -> None:
     """The YAML block parsed and validated for real by its shape (written to its ``file:`` name, if any)."""
-    from causal.yamlnum import load_yaml
+    from ident3d.causal.yamlnum import load_yaml
 
     try:
         kind = yaml_kind(load_yaml(b.text))
@@ -357,8 +357,8 @@ def check_yaml(b: Block, work: Path, log: list[str]) -> None:
 
 
 def scene_checked(path: Path) -> subprocess.CompletedProcess:
-    """A scene file loaded and validated by ``render.scene.load_scene``: exit code 2 and its one line if invalid."""
-    from render.scene import SceneError, load_scene
+    """A scene file loaded and validated by ``ident3d.render.scene.load_scene``: exit code 2 and its one line if invalid."""
+    from ident3d.render.scene import SceneError, load_scene
 
     try:
         load_scene(path)
@@ -451,7 +451,7 @@ def broken_copy(tmp_path: Path, b: Block, old: str, new: str) -> Block:
     ("ident3d render --sequences 500", "--length", "--lenght",
      r"broken\.md:4: `ident3d render --sequences 500 --lenght 8 .*\n.*\n.*unrecognized arguments: --lenght"),
     ("lag_parents: [x]", "lag_parents: [x]", "lag_parents: [z]", r"broken\.md:3: the scm YAML is not valid\n"),
-    ("render.render_store(", 'scene="causal3dident"', 'scene="nope"',
+    ("ident3d.render_store(", 'scene="causal3dident"', 'scene="nope"',
      r"broken\.md:5: the python block failed: SceneError: no scene 'nope'"),
 ], ids=["bash", "yaml", "python"])
 def test_a_broken_example_fails_naming_its_line(tmp_path: Path, contains: str, old: str, new: str,

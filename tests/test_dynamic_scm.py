@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import read_png, run_cli
 
-from causal import DynamicSCM, SpecError, builtin_names, load_any, load_dynamic_scm, load_scm
+from ident3d.causal import DynamicSCM, SpecError, builtin_names, load_any, load_dynamic_scm, load_scm
 
 BUILTIN = "temporal_causal3dident"
 
@@ -274,7 +274,7 @@ def test_cli_scm_list_show_and_plot_a_dynamic_spec(tmp_path):
 def test_readme_example_is_a_valid_dynamic_spec():
     from pathlib import Path
 
-    from causal import parse_spec
+    from ident3d.causal import parse_spec
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = text.split("### Dynamic SCMs (sequences)")[1].split("```yaml\n")[1].split("```")[0]

@@ -8,12 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from pipelines.cli import main
+from ident3d.pipelines.cli import main
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from render import render_store
+    from ident3d.render import render_store
 
     d = tmp_path_factory.mktemp("eval")
     common = {"settings": {"resolution": 32, "samples": 4}, "chunk_size": 48, "workers": 2, "progress": False}
@@ -47,7 +47,7 @@ def test_report_marks_style_by_view_maker_and_scores_latents(setup, capsys):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *args], capture_output=True, text=True)
 
 
 def test_bad_inputs_exit_2(setup, tmp_path):
@@ -68,11 +68,11 @@ def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
     """--metrics dci,mig,sap on the i.i.d. run: the report's numbers are the metrics of the run's own output codes
     against the test store's latents on the report's fit/score splits (recomputed here from the encoding); an
     unknown metric is one line before any work."""
-    from evaluation.dci import dci
-    from evaluation.encode import encode_store
-    from evaluation.mig import mig
-    from store.info import store_info
-    from training.run_dir import RunDir
+    from ident3d.evaluation.dci import dci
+    from ident3d.evaluation.encode import encode_store
+    from ident3d.evaluation.mig import mig
+    from ident3d.store.info import store_info
+    from ident3d.training.run_dir import RunDir
 
     out = tmp_path / "m.json"
     assert main(["evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",

@@ -1,4 +1,4 @@
-"""Every experiment kind runs on the one engine (``pipelines.experiment``): a finished cell is reused on a re-run, a
+"""Every experiment kind runs on the one engine (``ident3d.pipelines.experiment``): a finished cell is reused on a re-run, a
 cell whose settings changed is moved aside and run again, another experiment's folder is refused, and the scaling
 kind's curves are the numbers of its points' own compare outputs. Real bpy renders (16 px), real training."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 STORE = {"resolution": 16, "samples": 1, "seed": 0}
 TRAIN = {"objective": "infonce", "encoder": "cnn", "out_dim": 4, "steps": 3, "batch_size": 16, "lr": 1e-3}
@@ -29,7 +29,7 @@ def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
     mark its cells finished."""
     out = tmp / kind
     if kind == "synthetic":
-        from pipelines.synthetic import check_config, run_synthetic
+        from ident3d.pipelines.synthetic import check_config, run_synthetic
 
         cfg = check_config({"name": "tiny", "seeds": [0], "evaluate": {"n_fit": 200, "n_score": 200},
                             "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": steps,
@@ -39,11 +39,11 @@ def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
         run_synthetic(cfg, out, device="cpu", progress=False, figures=False)
         return out, [out / "cells/box/seed_0/scores.json"]
     if kind == "compare":
-        from pipelines.compare import check_config, run_compare
+        from ident3d.pipelines.compare import check_config, run_compare
 
         run_compare(check_config(compare_cfg("tiny", steps), "test"), out)
         return out, [out / f"cells/{row}/seed0/report.json" for row in ("lt_change_hues", "supervised_ceiling")]
-    from pipelines.scaling import load_config, run_scaling
+    from ident3d.pipelines.scaling import load_config, run_scaling
 
     points = []
     for i, n_steps in enumerate((steps, steps + 1)):
@@ -103,7 +103,7 @@ def check_another_layer(tmp: Path, out: Path, done: list[Path]) -> None:
     it, the curves and every point's table are the inner layer's, and no cell ran again."""
     from helpers import tree_digest
 
-    from pipelines.scaling import load_config, run_scaling
+    from ident3d.pipelines.scaling import load_config, run_scaling
 
     cfg, digest, stamps = load_config(tmp / "scaling.yaml"), tree_digest(out), [p.stat().st_mtime_ns for p in done]
     with pytest.raises(UserError, match=f"^{out} holds finished tables of the output layer; pass --overwrite to "
@@ -122,10 +122,10 @@ def check_another_layer(tmp: Path, out: Path, done: list[Path]) -> None:
 
 @pytest.mark.parametrize("kind", ["synthetic", "compare", "scaling"])
 def test_each_kind_refuses_another_experiments_output(tmp_path, kind):
-    from pipelines.compare import Compare
-    from pipelines.experiment import claim_output
-    from pipelines.scaling import Scaling
-    from pipelines.synthetic import Synthetic
+    from ident3d.pipelines.compare import Compare
+    from ident3d.pipelines.experiment import claim_output
+    from ident3d.pipelines.scaling import Scaling
+    from ident3d.pipelines.synthetic import Synthetic
 
     k = {"synthetic": Synthetic(), "compare": Compare(), "scaling": Scaling()}[kind]
     claim_output(k, tmp_path / "a", "first")
@@ -144,8 +144,8 @@ def test_a_cell_is_bit_identical_however_the_grid_is_split(tmp_path):
     the engine's one thread, so weights and scores are equal bit for bit, and the count is in each cell's key."""
     import torch
 
-    from pipelines.cells import CELL_THREADS, recorded
-    from pipelines.synthetic import check_config, run_synthetic
+    from ident3d.pipelines.cells import CELL_THREADS, recorded
+    from ident3d.pipelines.synthetic import check_config, run_synthetic
 
     # paper 001's encoder and batch: big enough that torch splits its products over threads (a small MLP runs on
     # one thread whatever the setting, and would pass without the fixed count)

@@ -1,7 +1,7 @@
 """A farm started by hand (a ``dask scheduler`` and ``dask worker`` processes) that rendered stops cleanly on SIGTERM.
 
 Each worker ran its render tasks, so imported bpy, in a task thread, and Blender's exit then ran in the process's
-main thread at interpreter exit and segfaulted (see ``render.bpy_module.exit_blender``). One worker runs under a
+main thread at interpreter exit and segfaulted (see ``ident3d.render.bpy_module.exit_blender``). One worker runs under a
 nanny (the ``dask worker`` command exited 0; the nanny logged "Worker process N was killed by signal 11") and one
 with ``--no-nanny`` (the command itself exited -11), so both ways the crash surfaced are checked.
 """

@@ -9,9 +9,9 @@ import pytest
 import scipy.stats
 import torch
 
-from causal.errors import UserError
-from training.objectives.cr_vae import cr_vae_loss
-from training.objectives.gaussian import (
+from ident3d.causal.errors import UserError
+from ident3d.training.objectives.cr_vae import cr_vae_loss
+from ident3d.training.objectives.gaussian import (
     gaussian_entropy,
     kl_gaussians,
     kl_standard_normal,
@@ -97,14 +97,14 @@ def test_simvae_with_one_view_and_flat_prior_is_the_vae():
 
 
 def _encoder(name, out_dim=10, **kw):
-    from training.gen_encoders import ENCODERS
+    from ident3d.training.gen_encoders import ENCODERS
 
     return ENCODERS.get(name)(out_dim, **kw)
 
 
 @pytest.mark.parametrize("objective", ["vae", "beta_vae", "cr_vae", "simvae"])
 def test_objective_shapes_and_representation_is_the_posterior_mean(objective):
-    from training.objectives import OBJECTIVES
+    from ident3d.training.objectives import OBJECTIVES
 
     torch.manual_seed(0)
     obj = OBJECTIVES.get(objective)(_encoder("mlp_vae", image_size=28, channels=1)).eval()
@@ -117,8 +117,8 @@ def test_objective_shapes_and_representation_is_the_posterior_mean(objective):
 
 
 def test_image_encoders_mirror_their_size():
-    from training.encoders import build_encoder
-    from training.objectives import OBJECTIVES
+    from ident3d.training.encoders import build_encoder
+    from ident3d.training.objectives import OBJECTIVES
 
     obj = OBJECTIVES.get("simvae")(_encoder("resnet_vae", out_dim=64, image_size=32)).eval()
     assert obj.reconstruct(torch.randn(2, 3, 32, 32)).shape == (2, 3, 32, 32)
@@ -133,7 +133,7 @@ def test_image_encoders_mirror_their_size():
 
 @pytest.fixture(scope="module")
 def digits_store(tmp_path_factory):
-    from ingest.datasets import digits, write_dataset_store
+    from ident3d.ingest.datasets import digits, write_dataset_store
 
     return write_dataset_store(digits(28), tmp_path_factory.mktemp("digits") / "digits.zarr")
 
@@ -145,8 +145,8 @@ SMALL = {"channels": 1, "hidden": [128, 128, 256]}  # paper 004's MLP, narrower 
 def random_init_accuracy():
     """Linear-probe accuracy of the untrained encoder: on digits it is far above chance (about 0.7), so a
     trained model must beat it, not just the issue's 0.5."""
-    from evaluation.probes import linear_probe_accuracy
-    from ingest.datasets import digits
+    from ident3d.evaluation.probes import linear_probe_accuracy
+    from ident3d.ingest.datasets import digits
 
     data = digits(28)
     torch.manual_seed(0)
@@ -161,10 +161,10 @@ def random_init_accuracy():
 @pytest.mark.parametrize("objective", ["vae", "beta_vae", "cr_vae", "simvae"])
 def test_short_training_on_digits_lowers_the_loss_and_beats_a_random_encoder(objective, digits_store, tmp_path,
                                                                              random_init_accuracy):
-    from evaluation.probe_run import encode, load_objective
-    from evaluation.probes import linear_probe_accuracy
-    from ingest.datasets import digits
-    from training.trainer import TrainConfig, train
+    from ident3d.evaluation.probe_run import encode, load_objective
+    from ident3d.evaluation.probes import linear_probe_accuracy
+    from ident3d.ingest.datasets import digits
+    from ident3d.training.trainer import TrainConfig, train
 
     cfg = TrainConfig(data=str(digits_store), objective=objective, views="paper004_grey", encoder="mlp_vae",
                       encoder_args=SMALL, out_dim=10, steps=250, batch_size=128, lr=1e-3, log_every=10,
@@ -181,8 +181,8 @@ def test_short_training_on_digits_lowers_the_loss_and_beats_a_random_encoder(obj
 
 
 def test_resnet_vae_trains_through_the_trainer_on_a_32px_store(tmp_path):
-    from ingest.datasets import digits, write_dataset_store
-    from training.trainer import TrainConfig, train
+    from ident3d.ingest.datasets import digits, write_dataset_store
+    from ident3d.training.trainer import TrainConfig, train
 
     store = write_dataset_store(digits(32), tmp_path / "d32.zarr")
     cfg = TrainConfig(data=str(store), objective="simvae", views="paper004_colour", encoder="resnet_vae", out_dim=64,
@@ -195,7 +195,7 @@ def test_resnet_vae_trains_through_the_trainer_on_a_32px_store(tmp_path):
 
 
 def test_paper004_views_crop_within_their_scale():
-    from training.views import Normalize, make_view_maker
+    from ident3d.training.views import Normalize, make_view_maker
 
     maker = make_view_maker("paper004_grey", Normalize((0.0,) * 3, (1.0,) * 3))
     batch = {"images": torch.randint(0, 256, (64, 28, 28, 3), dtype=torch.uint8)}

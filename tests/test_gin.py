@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from evaluation.spectrum import std_spectrum, top_dim_correlations
-from training.encoders import build_encoder
-from training.flows import GIN, GINCoupling, GINEncoder, RealNVPMixing
-from training.objectives.gin_nll import GINNLL
-from training.synthetic.gin_data import EMNISTSets, GaussianMixtureSets, emnist_standin, epoch_indices
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.spectrum import std_spectrum, top_dim_correlations
+from ident3d.training.encoders import build_encoder
+from ident3d.training.flows import GIN, GINCoupling, GINEncoder, RealNVPMixing
+from ident3d.training.objectives.gin_nll import GINNLL
+from ident3d.training.synthetic.gin_data import EMNISTSets, GaussianMixtureSets, emnist_standin, epoch_indices
 
 
 def _randomize(module: nn.Module, seed: int = 0, scale: float = 0.5) -> nn.Module:

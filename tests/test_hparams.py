@@ -9,7 +9,7 @@ import pytest
 import yaml
 from helpers import run_cli
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 TINY_SYNTHETIC = {
     "name": "tiny", "seeds": [0],
@@ -24,7 +24,7 @@ TINY_SYNTHETIC = {
 @pytest.mark.parametrize("text,value", [("1e-3", 0.001), ("5E-2", 0.05), (".5", 0.5), ("1_000", 1000),
                                         ("-2e+1", -20.0), ("2.0e-3", 0.002), ("true", True), ("[1e-3, 2]", [0.001, 2])])
 def test_hp_values_are_numbers_as_written(text, value):
-    from pipelines.train import parse_kv
+    from ident3d.pipelines.train import parse_kv
 
     got = parse_kv([f"tau={text}"], "--hp")["tau"]
     assert got == value and type(got) is type(value), got
@@ -49,7 +49,7 @@ def test_config_files_read_exponents_as_numbers(tmp_path):
 
 
 def test_scm_specs_read_exponents_as_numbers():
-    from causal import parse_spec
+    from ident3d.causal import parse_spec
 
     spec = parse_spec("nodes:\n  - {name: x, range: [-1e0, 1E0], mechanism: {type: uniform}}\n")
     assert spec["nodes"][0]["range"] == [-1.0, 1.0]
@@ -96,8 +96,8 @@ def test_config_hp_values_are_checked_by_the_same_declaration(tmp_path):
 
 
 def test_direct_construction_checks_and_converts_the_declaration():
-    from training.encoders import build_encoder
-    from training.objectives import OBJECTIVES
+    from ident3d.training.encoders import build_encoder
+    from ident3d.training.objectives import OBJECTIVES
 
     obj = OBJECTIVES.get("infonce")(build_encoder("cnn", 4, 32), tau=1)
     assert obj.tau == 1.0 and isinstance(obj.hparams["tau"], float)

@@ -19,7 +19,8 @@ MAY_IMPORT = {"causal": {"causal"}, "store": {"causal", "store"}, "render": {"ca
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Absolute module names a source file imports anywhere (top level or inside functions)."""
+    """Absolute module names a source file imports anywhere (top level or inside functions), the project's named by
+    their folder (``ident3d.render.api`` -> ``ident3d.render.api``: the folders install under the ``ident3d`` namespace)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -27,7 +28,7 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             out.add(node.module)
             out.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return out
+    return {m.removeprefix("ident3d.") for m in out if m != "ident3d"}
 
 
 def module_name(path: Path) -> str:
@@ -37,7 +38,7 @@ def module_name(path: Path) -> str:
 
 def test_imported_modules_sees_nested_imports(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("import os\ndef f():\n    from pipelines.cli import main\n    import pipelines.render\n")
+    f.write_text("import os\ndef f():\n    from ident3d.pipelines.cli import main\n    import ident3d.pipelines.render\n")
     assert {"os", "pipelines.cli", "pipelines.render"} <= imported_modules(f)
 
 
@@ -75,7 +76,7 @@ def import_graph(files: list[Path]) -> nx.DiGraph:
 
 def test_no_module_of_the_project_is_in_an_import_cycle():
     graph = import_graph([p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))])
-    from pipelines.cli import COMMANDS  # the CLI imports its subcommands lazily, by name
+    from ident3d.pipelines.cli import COMMANDS  # the CLI imports its subcommands lazily, by name
 
     graph.add_edges_from(("pipelines.cli", f"pipelines.{m}") for m in COMMANDS.values())
     assert set(graph.successors("pipelines.cli")) >= {"pipelines.compare", "pipelines.render"}
@@ -100,13 +101,14 @@ def test_results_hold_no_code():
 
 
 def test_render_api_and_each_pipelines_module_import_cleanly_without_bpy():
-    mods = sorted(module_name(p) for p in (ROOT / "pipelines").glob("*.py"))
+    mods = sorted("ident3d." + module_name(p) for p in (ROOT / "pipelines").glob("*.py"))
     code = (
         "import importlib, sys\n"
-        "import render, render.api, render.driver, store.zarr_io, render.latents_io\n"
+        "import ident3d, ident3d.render, ident3d.render.api, ident3d.render.driver, ident3d.store.zarr_io\n"
+        "import ident3d.render.latents_io\n"
         "assert 'bpy' not in sys.modules, 'importing render imported bpy'\n"
         f"for name in {mods!r}:\n"
-        "    for m in [m for m in sys.modules if m.split('.')[0] == 'pipelines']:\n"
+        "    for m in [m for m in sys.modules if m.startswith('ident3d.pipelines')]:\n"
         "        del sys.modules[m]\n"
         "    importlib.import_module(name)\n"
         "assert 'bpy' not in sys.modules, 'importing pipelines imported bpy'\n"

@@ -66,8 +66,8 @@ def test_render_refuses_latents_outside_the_scm_range(tmp_path, value, shown):
 
 
 def test_render_takes_latents_on_the_range_edges():
-    from causal import load_scm
-    from render.latents_io import check
+    from ident3d.causal import load_scm
+    from ident3d.render.latents_io import check
 
     x = np.zeros((2, 10), np.float32)
     x[0], x[1] = 1.0, -1.0

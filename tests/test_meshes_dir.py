@@ -10,11 +10,11 @@ import zarr
 from helpers import tree_digest
 from PIL import Image
 
-from causal.errors import UserError
-from pipelines.cli import main
-from render import render_store
-from render.meshes import class_mesh, file_sha256, find_class_meshes, write_mesh
-from render.scene import LATENT_NAMES
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.cli import main
+from ident3d.render import render_store
+from ident3d.render.meshes import class_mesh, file_sha256, find_class_meshes, write_mesh
+from ident3d.render.scene import LATENT_NAMES
 
 CLASSES = ("Teapot", "Hare", "Dragon", "Cow", "Armadillo", "Horse", "Head")
 TINY = {"resolution": 32, "samples": 4}
@@ -137,7 +137,7 @@ def test_file_mesh_is_normalised_like_the_stand_ins_and_upright(tmp_path, suffix
     (the scene extent), its bounding box is centred on the pivot, and file Y becomes Blender Z."""
     import bpy
 
-    from render.scene import load_scene
+    from ident3d.render.scene import load_scene
 
     scene = load_scene("causal3dident")
     path = write_mesh(tmp_path / f"hare{suffix}", *box(1.0, 3.0, 2.0, at=(5.0, -2.0, 7.0)))
@@ -222,8 +222,8 @@ def test_mesh_blender_cannot_use_fails_in_the_worker_as_one_line(inputs, cluster
 
 # ----- side by side ----------------------------------------------------------------------------------------
 def test_side_by_side_figure_differs_where_the_meshes_differ(stores, tmp_path, capsys):
-    from pipelines.show import save_side_by_side
-    from store.zarr_io import open_store
+    from ident3d.pipelines.show import save_side_by_side
+    from ident3d.store.zarr_io import open_store
 
     png = tmp_path / "side_by_side.png"
     assert main(["show", str(stores[1]), str(stores[0]), "--out", str(png)]) == 0

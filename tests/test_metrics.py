@@ -4,7 +4,7 @@ independent one; MCC = 1 under permutations and sign flips; probes and GMM on se
 import numpy as np
 import pytest
 
-from evaluation import (
+from ident3d.evaluation import (
     gmm_scores,
     knn_accuracy,
     linear_probe_accuracy,

@@ -10,8 +10,8 @@ import pytest
 import torch
 from helpers import render_tiny_store, run_cli
 
-from causal.errors import UserError
-from training.views import Normalize, make_view_maker
+from ident3d.causal.errors import UserError
+from ident3d.training.views import Normalize, make_view_maker
 
 IDENTITY = Normalize((0.0,) * 3, (1.0,) * 3)
 SMALL_SIMVAE = ["--objective", "simvae", "--views", "crop_large+colour", "--encoder", "cnn", "--out-dim", "4",
@@ -24,9 +24,9 @@ def store(tmp_path_factory):
 
 
 def test_simvae_loss_with_three_views_through_the_trainer_is_simvae_terms(store):
-    from training.components import build_run
-    from training.objectives.gaussian import gaussian_nll, sample_posterior, simvae_terms
-    from training.trainer import TrainConfig, view_generator
+    from ident3d.training.components import build_run
+    from ident3d.training.objectives.gaussian import gaussian_nll, sample_posterior, simvae_terms
+    from ident3d.training.trainer import TrainConfig, view_generator
 
     cfg = TrainConfig(data=str(store), objective="simvae", views="crop_large+colour", n_views=3, encoder="cnn",
                       out_dim=4, batch_size=16, device="cpu", objective_args={"decoder_width": 32})
@@ -119,7 +119,7 @@ def test_n_views_below_two_refused(store, tmp_path):
 
 
 def test_simvae_run_with_three_views_finishes_and_records_j(store, tmp_path):
-    from training.trainer import load_checkpoint
+    from ident3d.training.trainer import load_checkpoint
 
     run = tmp_path / "simvae_j3"
     r = run_cli("train", "--data", store, "--out", run, *SMALL_SIMVAE, "--steps", "3", "--n-views", "3",
@@ -136,9 +136,9 @@ def test_simvae_run_with_three_views_finishes_and_records_j(store, tmp_path):
 
 
 def test_saved_runs_and_grid_cells_from_before_n_views_stay_valid(store):
-    from pipelines.cells import run_settings
-    from training.run_dir import RunDir
-    from training.trainer import TrainConfig
+    from ident3d.pipelines.cells import run_settings
+    from ident3d.training.run_dir import RunDir
+    from ident3d.training.trainer import TrainConfig
 
     cfg = TrainConfig(data=str(store), objective="simvae", views="none")
     old = {k: v for k, v in asdict(cfg).items() if k != "n_views"}  # a config.json written before the field
@@ -151,8 +151,8 @@ def test_saved_runs_and_grid_cells_from_before_n_views_stay_valid(store):
 
 
 def test_synthetic_source_decides_its_view_count():
-    from training.synthetic.run import build_synthetic_run
-    from training.trainer import TrainConfig
+    from ident3d.training.synthetic.run import build_synthetic_run
+    from ident3d.training.trainer import TrainConfig
 
     source = {"kind": "latent_pairs", "space": "box", "dim": 3, "conditional": "normal"}
     cfg = TrainConfig(data="synthetic", objective="simvae", encoder="mlp", out_dim=3, batch_size=8, views="synthetic",

@@ -10,12 +10,12 @@ import zarr
 from helpers import run_cli
 from test_temporal_npz import citris_file
 
-from causal.errors import UserError
-from ingest.temporal_npz import import_temporal
-from store.info import store_info
-from training.data import StoreBatches
-from training.run_dir import RunDir
-from training.views import make_view_maker
+from ident3d.causal.errors import UserError
+from ident3d.ingest.temporal_npz import import_temporal
+from ident3d.store.info import store_info
+from ident3d.training.data import StoreBatches
+from ident3d.training.run_dir import RunDir
+from ident3d.training.views import make_view_maker
 
 LENGTH = 6
 
@@ -54,7 +54,7 @@ def test_each_anchor_is_paired_with_its_neighbour_in_time_in_the_same_sequence(s
 
 
 def test_an_iid_store_is_refused_in_one_line(tmp_path):
-    from ingest.datasets import ImageDataset, write_dataset_store
+    from ident3d.ingest.datasets import ImageDataset, write_dataset_store
 
     rng = np.random.default_rng(0)
     ds = ImageDataset("toy", rng.integers(0, 256, (10, 8, 8, 3), np.uint8), {"digit": rng.integers(0, 3, 10)},
@@ -147,7 +147,7 @@ def test_a_citris_run_saved_before_the_classifier_existed_evaluates_and_resumes(
 def test_a_run_trained_on_rendered_frames_evaluates_on_an_imported_store_and_back(seq_store, tmp_path):
     """Issue 32.4: evaluate compared the scene's name ("imported" vs "temporal_causal3dident") although the latents,
     groups, classes and size match; it now compares what the scores need, in both directions."""
-    from render.sequences import render_sequences
+    from ident3d.render.sequences import render_sequences
 
     rendered = tmp_path / "rendered.zarr"
     assert render_sequences(rendered, sequences=4, length=LENGTH, settings={"resolution": 16, "samples": 1},

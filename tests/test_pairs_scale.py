@@ -14,17 +14,17 @@ import pytest
 import torch
 import zarr
 
-import training.chunk_cache as chunk_cache
-import training.data as data
-from causal import load_scm
-from causal.errors import UserError
-from pipelines.cli import main
-from render.api import plan_render
-from store.info import store_info
-from store.zarr_io import ChunkData, CorruptChunkError, n_chunks, prepare, write_chunk
-from training.chunk_cache import ChunkCache
-from training.data import StoreBatches, make_loader
-from training.pairs import NearestNeighbourPairs
+import ident3d.training.chunk_cache as chunk_cache
+import ident3d.training.data as data
+from ident3d.causal import load_scm
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.cli import main
+from ident3d.render.api import plan_render
+from ident3d.store.info import store_info
+from ident3d.store.zarr_io import ChunkData, CorruptChunkError, n_chunks, prepare, write_chunk
+from ident3d.training.chunk_cache import ChunkCache
+from ident3d.training.data import StoreBatches, make_loader
+from ident3d.training.pairs import NearestNeighbourPairs
 
 N, CHUNK, SIZE, BATCH = 3000, 64, 16, 256  # 47 chunks, the last one partial
 CHANGE = "positions+hues"

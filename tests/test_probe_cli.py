@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from causal.errors import UserError
-from evaluation.probe_run import probe_images
-from pipelines import dataset, probe
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.probe_run import probe_images
+from ident3d.pipelines import dataset, probe
 
 
 def run_cli(argv, capsys):
     """Run the subcommands through the ident3d parser (with ours added) and return (exit code, stdout, stderr)."""
-    from pipelines import cli
+    from ident3d.pipelines import cli
 
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
@@ -33,8 +33,8 @@ def run_cli(argv, capsys):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A digits store and two 20-step runs on it: infonce (no decoder of its own) and vae."""
-    from ingest.datasets import digits, write_dataset_store
-    from training.trainer import TrainConfig, train
+    from ident3d.ingest.datasets import digits, write_dataset_store
+    from ident3d.training.trainer import TrainConfig, train
 
     root = tmp_path_factory.mktemp("probe")
     store = write_dataset_store(digits(28), root / "digits.zarr")
@@ -47,7 +47,7 @@ def trained(tmp_path_factory):
 
 
 def test_dataset_cli_writes_a_labelled_store(tmp_path, capsys):
-    from store.info import store_info
+    from ident3d.store.info import store_info
 
     code, out, _ = run_cli(["dataset", "digits", "--size", "32", "--out", str(tmp_path / "d.zarr")], capsys)
     assert code == 0 and "1797 images of 32 px" in out
@@ -65,7 +65,7 @@ def write_idx(path, array):
 
 def test_mnist_is_read_by_torchvision_from_a_local_root(tmp_path, capsys):
     """A 12-image stand-in written in MNIST's own file format, read through torchvision into a store."""
-    from ingest.datasets import load_dataset
+    from ident3d.ingest.datasets import load_dataset
 
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
@@ -104,7 +104,7 @@ def test_probe_reports_scores_and_a_reconstruction_figure(trained, tmp_path, cap
 
 
 def test_probe_compares_runs_in_one_table_and_figure(trained, tmp_path):
-    from ingest.datasets import digits
+    from ident3d.ingest.datasets import digits
 
     root, _ = trained
     data = digits(28)
@@ -141,7 +141,7 @@ def test_probe_refuses_a_missing_run_and_a_size_mismatch(trained, tmp_path, caps
 
 
 def test_runs_with_the_same_folder_name_get_distinct_labels():
-    from evaluation.probe_run import run_labels
+    from ident3d.evaluation.probe_run import run_labels
 
     assert run_labels(["cells/a/seed0", "cells/b/seed0"]) == ["a/seed0", "b/seed0"]
     assert run_labels(["r1", "x/r2"]) == ["r1", "r2"]
@@ -159,7 +159,7 @@ def mnist5k_csv():
 
 
 def test_mnist5k_is_mlxtends_real_mnist_in_a_fixed_4000_1000_split():
-    from ingest.datasets import digits, load_dataset
+    from ident3d.ingest.datasets import digits, load_dataset
 
     pixels, labels = mnist5k_csv()
     train, test = load_dataset("mnist5k"), load_dataset("mnist5k", train=False)
@@ -183,7 +183,7 @@ def test_mnist5k_is_mlxtends_real_mnist_in_a_fixed_4000_1000_split():
 
 
 def test_mnist5k_canvas_puts_each_digit_in_its_recorded_cell():
-    from ingest.datasets import load_dataset
+    from ident3d.ingest.datasets import load_dataset
 
     plain = load_dataset("mnist5k", train=False)
     ds = load_dataset("mnist5k_canvas", train=False)
@@ -201,7 +201,7 @@ def test_mnist5k_canvas_puts_each_digit_in_its_recorded_cell():
 def test_dataset_cli_writes_mnist5k_stores(tmp_path, capsys):
     import zarr
 
-    from store.info import store_info
+    from ident3d.store.info import store_info
 
     code, out, _ = run_cli(["dataset", "mnist5k", "--out", str(tmp_path / "m.zarr")], capsys)
     assert code == 0 and "4000 images of 28 px" in out

@@ -7,9 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from render.projection import _euler_xyz, _look_at, object_pixels, project
-from render.scene import Camera, load_scene, pose
-from render.settings import render_settings
+from ident3d.render.projection import _euler_xyz, _look_at, object_pixels, project
+from ident3d.render.scene import Camera, load_scene, pose
+from ident3d.render.settings import render_settings
 
 RES = 48
 
@@ -31,7 +31,7 @@ def test_camera_axes_agree_between_euler_and_look_at():
 def test_projected_object_lies_on_the_rendered_object(scene_name):
     """Render each sample twice with only the object's colour changed: the pixels that change are the object.
     Its projected origin is inside that mask and near its centroid; another sample's projection is not."""
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     scene = load_scene(scene_name)
     renderer = BlenderRenderer(scene, render_settings("fast", resolution=RES, samples=8))
@@ -56,8 +56,8 @@ def test_projected_object_lies_on_the_rendered_object(scene_name):
 def test_object_centres_read_the_stores_scene_and_column_order():
     """evaluate's channel report projects with the scene a store records, picking latents by name; a store of
     plain images (no scene) gets none."""
-    from evaluation.channel import object_centres
-    from store.attrs import StoreAttrs
+    from ident3d.evaluation.channel import object_centres
+    from ident3d.store.attrs import StoreAttrs
 
     def store(**kw):
         return StoreAttrs(**{"scene_spec": {}, "scm": {}, "n": 5, "chunk_size": 5, **kw})

@@ -15,8 +15,8 @@ import zarr
 from helpers import run_cli, tree_digest
 from PIL import Image
 
-import ingest.published as published
-from pipelines.cli import main
+import ident3d.ingest.published as published
+from ident3d.pipelines.cli import main
 
 C3D_PER_CLASS = (6, 5, 6, 4, 7, 6, 5)  # rows of raw_latents_0..6 (unequal, so classes must line up)
 
@@ -290,7 +290,7 @@ def test_store_is_bit_identical_with_one_local_worker_process(tmp_path, schedule
 
 # ----- export refusals -----------------------------------------------------------------------------
 def test_export_refuses_what_the_layout_cannot_hold(tmp_path, scheduler, capsys):
-    from ingest.datasets import digits, write_dataset_store
+    from ident3d.ingest.datasets import digits, write_dataset_store
 
     make_3dident(tmp_path / "src")
     store = tmp_path / "s.zarr"
@@ -322,8 +322,8 @@ def test_help_has_examples(capsys):
 def test_lt_nn_training_and_evaluation_on_an_imported_causal3dident_store(tmp_path, scheduler):
     import torch
 
-    from evaluation.run_report import evaluate_run
-    from training.trainer import CHECKPOINT, TrainConfig, train
+    from ident3d.evaluation.run_report import evaluate_run
+    from ident3d.training.trainer import CHECKPOINT, TrainConfig, train
 
     make_c3d(tmp_path / "src", size=32)
     store = tmp_path / "c.zarr"
@@ -354,7 +354,7 @@ def test_bad_causal3dident_folder_is_one_line(tmp_path, scheduler, capsys, spoil
 
 
 def test_scaled_latents_follow_a_rendered_stores_scene():
-    from render.scene import load_scene
+    from ident3d.render.scene import load_scene
 
     raw = np.random.default_rng(0).uniform(-1, 1, (5, 10)).astype(np.float32)
     rendered = published.scaled_latents(raw, load_scene("3dident").to_dict(), "3dident")  # a rendered store's scene_spec

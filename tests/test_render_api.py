@@ -8,10 +8,10 @@ import pytest
 import zarr
 from helpers import tree_digest
 
-from causal import UserError, load_scm
-from pipelines.cli import main
-from render import plan_render, render_store
-from render.driver import view_seed
+from ident3d.causal import UserError, load_scm
+from ident3d.pipelines.cli import main
+from ident3d.render import plan_render, render_store
+from ident3d.render.driver import view_seed
 
 TINY = {"resolution": 32, "samples": 4}
 

@@ -4,13 +4,13 @@ client)."""
 
 import pytest
 
-from causal import UserError
-from render import plan_render
-from render.driver import check_bookkeeping, default_workers, drain
+from ident3d.causal import UserError
+from ident3d.render import plan_render
+from ident3d.render.driver import check_bookkeeping, default_workers, drain
 
 
 def test_default_split_by_cores_and_device(monkeypatch):
-    import render.driver as d
+    import ident3d.render.driver as d
 
     monkeypatch.setattr(d, "cpu_cores", lambda: 2)
     assert default_workers(64) == 1 and default_workers(224) == 1  # one 2-thread process: measured best on 2 cores

@@ -59,7 +59,7 @@ def _scene_yaml(tmp_path, edit):
     """The built-in causal3dident scene with one field broken by ``edit(dict)``, written as YAML."""
     import yaml
 
-    from render.scene import load_scene
+    from ident3d.render.scene import load_scene
 
     spec = load_scene("causal3dident").to_dict()
     edit(spec)
@@ -190,7 +190,7 @@ def test_full_disk_is_one_line_and_the_store_resumes(reference, tmp_path, monkey
 @pytest.mark.parametrize("workers", ["1", "2"])  # in this process / on a local cluster
 def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(reference, tmp_path, workers):
     out = tmp_path / "int.zarr"
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *BASE, "--out", str(out), "--workers", workers],
+    proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", *BASE, "--out", str(out), "--workers", workers],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=default_sigint,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -13,8 +13,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from render.scene import LATENT_NAMES, SceneError, load_scene, pose, scene_from_dict
-from render.settings import render_settings
+from ident3d.render.scene import LATENT_NAMES, SceneError, load_scene, pose, scene_from_dict
+from ident3d.render.settings import render_settings
 
 RES = 64
 SETTINGS = render_settings("fast", resolution=RES, samples=8)
@@ -66,7 +66,7 @@ RED_ON_GREEN = {"obj_hue": 0.0, "bg_hue": 1.0, "spot_hue": 1.0, "pos_z": -0.3}
 @pytest.fixture(scope="module")
 def renderer():
     """One Causal3DIdent renderer for the module (Blender builds the scene once)."""
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     return BlenderRenderer(load_scene("causal3dident"), SETTINGS)
 
@@ -166,7 +166,7 @@ def test_teapot_mesh_follows_the_original_conventions():
     """Length 6.125 (spout to handle) and height 3.0; spout towards -45 deg; pivot on the body axis (lid knob)."""
     import bpy
 
-    from render.meshes import class_mesh
+    from ident3d.render.meshes import class_mesh
 
     sc = load_scene("3dident")
     cls = sc.classes[0]
@@ -270,7 +270,7 @@ def test_classes_have_different_silhouettes(renderer):
 
 
 def test_same_seed_same_pixels_any_threads(renderer):
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     rng = np.random.default_rng(0)
     lat = rng.uniform(-1, 1, (3, len(LATENT_NAMES))).astype(np.float32)
@@ -290,7 +290,7 @@ def test_sequences_render_the_same_pixels_as_one_image_at_a_time(renderer, monke
     per-image operator renders from scratch, whatever the sequence length and the order of the batch."""
     import bpy
 
-    import render.blender as rb
+    import ident3d.render.blender as rb
 
     rng = np.random.default_rng(5)
     lat = rng.uniform(-1, 1, (5, len(LATENT_NAMES))).astype(np.float32)
@@ -312,7 +312,7 @@ def test_sequences_render_the_same_pixels_as_one_image_at_a_time(renderer, monke
 def test_cpu_threads_are_fixed_and_persistent_data_on():
     import bpy
 
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     r = BlenderRenderer(load_scene("3dident"), replace(SETTINGS, device="cpu"), threads=1)
     sc = bpy.context.scene
@@ -321,7 +321,7 @@ def test_cpu_threads_are_fixed_and_persistent_data_on():
 
 
 def test_3dident_scene_renders_teapot(renderer):
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     three_scene, c3d = load_scene("3dident"), load_scene("causal3dident")
     # same set-up (camera, lights, ground, materials, bindings) and class 0 is 3DIdent's teapot
@@ -336,7 +336,7 @@ def test_3dident_scene_renders_teapot(renderer):
 
 def test_renderer_uses_the_hue_mode(renderer):
     """In 'original' mode every object raw hue in (-2/3, 0) renders the same red as raw 0; 'wrap' tells them apart."""
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     lat = np.stack([latents(obj_hue=0.0, bg_hue=1.0), latents(obj_hue=-0.4, bg_hue=1.0)])
     seeds = np.array([4, 4])
@@ -349,7 +349,7 @@ def test_renderer_uses_the_hue_mode(renderer):
 def _top_view_body(scene_dict: dict, rot_gamma: float) -> tuple[float, float]:
     """Teapot seen from straight above with its spout-handle line along a row: the column of the body's centre,
     and how much farther the silhouette reaches right of it than left (> 0: the spout, the longer side, is right)."""
-    from render.blender import BlenderRenderer
+    from ident3d.render.blender import BlenderRenderer
 
     # camera above the object (below the spotlight), turned so image right is world direction +45 deg
     d = {**scene_dict, "camera": {**scene_dict["camera"], "location": [0, 0, 9], "look_at": None,
@@ -377,8 +377,8 @@ def test_rotation_about_z_turns_the_teapot_about_its_body_axis():
 
 
 def test_missing_mesh_file_is_a_clear_error(tmp_path):
-    from render.blender import BlenderRenderer
-    from render.meshes import MeshFileError
+    from ident3d.render.blender import BlenderRenderer
+    from ident3d.render.meshes import MeshFileError
 
     missing = tmp_path / "no_such_hare.obj"
     scene = load_scene("causal3dident").with_meshes({"Hare": missing})
@@ -393,7 +393,7 @@ def test_missing_mesh_file_is_a_clear_error(tmp_path):
 def test_load_user_mesh_files(tmp_path, suffix):
     import bpy
 
-    from render.meshes import builtin_mesh, class_mesh
+    from ident3d.render.meshes import builtin_mesh, class_mesh
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     mesh = builtin_mesh("cone")

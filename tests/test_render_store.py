@@ -13,9 +13,9 @@ import pytest
 import zarr
 from helpers import KillOnce, inject_before_commit, tree_digest
 
-from causal import load_scm
-from pipelines.cli import main
-from render.driver import view_seed
+from ident3d.causal import load_scm
+from ident3d.pipelines.cli import main
+from ident3d.render.driver import view_seed
 
 BASE = ["render", "--scene", "causal3dident", "--n", "10", "--resolution", "32", "--samples", "4",
         "--seed", "5", "--no-progress"]
@@ -99,7 +99,7 @@ def test_killed_worker_mid_chunk_is_retried_to_the_same_store(reference, tmp_pat
 def test_interrupted_run_resumes_without_losing_or_redoing_chunks(reference, tmp_path):
     out = tmp_path / "resume.zarr"
     args = [*BASE, "--out", str(out), "--workers", "1", "--chunk-size", "2", "--views", "hues:hues"]
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", *args], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     done = np.zeros(5, bool)
@@ -115,7 +115,7 @@ def test_interrupted_run_resumes_without_losing_or_redoing_chunks(reference, tmp
     assert 1 <= done.sum() < 5, f"could not interrupt mid-run (done={done})"
     before = {k: zarr.open_group(str(out), mode="r")["images"][2 * k:2 * k + 2] for k in np.flatnonzero(done)}
 
-    from render import render_store
+    from ident3d.render import render_store
 
     report = render_store(out, scene="causal3dident", n=10, settings={"resolution": 32, "samples": 4}, seed=5,
                           workers=1, chunk_size=2, views="hues:hues", progress=False)
@@ -150,7 +150,7 @@ def test_rerunning_a_finished_store_does_nothing(reference, capsys):
 ])
 def test_bad_input_one_line_exit_2_and_store_intact(reference, extra, expected):
     digest = tree_digest(reference)
-    cmd = [sys.executable, "-m", "pipelines.cli", *BASE, "--out", str(reference), "--workers", "1",
+    cmd = [sys.executable, "-m", "ident3d.pipelines.cli", *BASE, "--out", str(reference), "--workers", "1",
            "--chunk-size", "10", "--views", "hues:hues", *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
@@ -164,7 +164,7 @@ def test_unwritable_store_path(tmp_path, target, expected):
     f = tmp_path / "plain.txt"
     f.write_text("keep me")
     out = f if target == "file" else Path("/proc/ident3d_test.zarr")
-    r = subprocess.run([sys.executable, "-m", "pipelines.cli", *BASE, "--out", str(out), "--workers", "1"],
+    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *BASE, "--out", str(out), "--workers", "1"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f.read_text() == "keep me"

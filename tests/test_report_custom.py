@@ -12,9 +12,9 @@ import pytest
 import yaml
 from helpers import read_png
 
-from causal import load_scm
-from causal.errors import UserError
-from evaluation.report import (
+from ident3d.causal import load_scm
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.report import (
     PAPER_COLUMNS,
     columns,
     is_paper_layout,
@@ -22,8 +22,8 @@ from evaluation.report import (
     resolve_style,
     titles,
 )
-from pipelines import compare
-from pipelines.cli import main
+from ident3d.pipelines import compare
+from ident3d.pipelines.cli import main
 
 # a custom scene: a ball (place, tint), a floor (tint) and a lamp whose angle is in no group
 NAMES = ["ball_x", "ball_y", "lamp_angle", "ball_hue", "floor_hue"]
@@ -117,7 +117,7 @@ def test_bad_da_style_is_a_user_error(da_style, expected):
 
 
 def test_default_da_mapping_covers_every_da_recipe():
-    from training.views.augment import DA_RECIPES
+    from ident3d.training.views.augment import DA_RECIPES
 
     assert DA_RECIPES and all(r.targets for r in DA_RECIPES.values())  # each registered with what it changes
 
@@ -217,6 +217,6 @@ def test_custom_store_report_end_to_end(tmp_path, capsys):
 
 @pytest.mark.parametrize("arg,expected", [("colour", "use RECIPE=NAMES"), ("blur=tint", "unknown DA recipe 'blur'")])
 def test_evaluate_bad_da_style_exits_2(tmp_path, arg, expected):
-    r = subprocess.run([sys.executable, "-m", "pipelines.cli", "evaluate", "--run", str(tmp_path), "--data",
+    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", "evaluate", "--run", str(tmp_path), "--data",
                         str(tmp_path / "none.zarr"), "--da-style", arg], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr

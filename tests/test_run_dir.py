@@ -1,4 +1,4 @@
-"""The run directory has one owner (``training.run_dir``): it decides new run vs resume with the compatibility
+"""The run directory has one owner (``ident3d.training.run_dir``): it decides new run vs resume with the compatibility
 check for `train` and for every grid cell, loads runs for every evaluator, and types the data a run trains on."""
 
 import json
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_hparams import TINY_SYNTHETIC
 
-from causal.errors import UserError
-from training.config import TrainConfig
-from training.run_dir import RunDir, StoreData, SyntheticData, data_spec
+from ident3d.causal.errors import UserError
+from ident3d.training.config import TrainConfig
+from ident3d.training.run_dir import RunDir, StoreData, SyntheticData, data_spec
 
 
 def test_data_spec_types_the_data():
@@ -46,7 +46,7 @@ def test_load_is_one_line_without_config_or_checkpoint(tmp_path):
 def test_a_synthetic_cell_resumes_only_its_own_run(tmp_path):
     """A grid cell's folder whose saved run differs from the cell's config (edited, or left by other code with the
     same cell key) is refused, not resumed into a mixed run; a matching one resumes and scores."""
-    from pipelines.synthetic import run_cell
+    from ident3d.pipelines.synthetic import run_cell
 
     cfg = json.loads(json.dumps(TINY_SYNTHETIC))
     row = cfg["rows"][0]

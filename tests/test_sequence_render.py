@@ -10,11 +10,11 @@ import pytest
 import zarr
 from helpers import read_png, run_cli
 
-from causal.loading import load_dynamic_scm
-from pipelines.show_sequences import intervened_factors
-from render.sequences import plan_sequences, render_sequences
-from store.attrs import read_attrs
-from store.zarr_io import open_store
+from ident3d.causal.loading import load_dynamic_scm
+from ident3d.pipelines.show_sequences import intervened_factors
+from ident3d.render.sequences import plan_sequences, render_sequences
+from ident3d.store.attrs import read_attrs
+from ident3d.store.zarr_io import open_store
 
 SETTINGS = {"resolution": 16, "samples": 2}
 S, T = 3, 3
@@ -78,7 +78,7 @@ def test_an_interrupted_render_resumes_to_the_same_store(reference, tmp_path):
 
 
 def test_show_draws_strips_with_the_interventions_marked(reference, tmp_path):
-    from pipelines.show_sequences import factor_of, save_strips
+    from ident3d.pipelines.show_sequences import factor_of, save_strips
 
     attrs = read_attrs(open_store(str(reference)))
     captions = save_strips(open_store(str(reference)), attrs, tmp_path / "s.png", count=S, path=str(reference))
@@ -140,8 +140,8 @@ def test_check_finds_damage_in_every_per_row_array_of_a_sequence_store(reference
     array are found; --repair and the same render command give back the reference bytes."""
     import shutil
 
-    from render.check import check_store
-    from store.zarr_io import row_arrays
+    from ident3d.render.check import check_store
+    from ident3d.store.zarr_io import row_arrays
 
     declared = [p for p, _ in row_arrays(open_store(str(reference)), read_attrs(open_store(str(reference))))]
     assert declared == ["images", "latents", "classes", "sequence", "time", "interventions"]

@@ -1,4 +1,4 @@
-"""Sizes checked before any work (one memory bound, ``store.memory.check_fits``, for rollouts, render workers and
+"""Sizes checked before any work (one memory bound, ``ident3d.store.memory.check_fits``, for rollouts, render workers and
 chunk bookkeeping, training's view batch and dataset canvases: one line, nothing created, well under a second), and
 a Ctrl-C while a render prepares its store: one line, exit 130, a store this run created removed, a resumed one
 kept as it was and still resumable.
@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 from helpers import default_sigint, run_cli, tree_digest
 
-import pipelines.dataset  # noqa: F401 - imported here, so a refusal's time is its own, not the import's
-import pipelines.render  # noqa: F401
-import pipelines.train  # noqa: F401
-import render.driver as driver
-from causal import UserError
-from ingest.datasets import check_dataset_memory, digits, write_dataset_store
-from render import plan_render
-from render.sequences import check_rollout, plan_sequences
-from store.memory import check_fits
-from training.config import TrainConfig
-from training.objectives import OBJECTIVES
-from training.parts import check_view_batch
+import ident3d.pipelines.dataset  # noqa: F401 - imported here, so a refusal's time is its own, not the import's
+import ident3d.pipelines.render  # noqa: F401
+import ident3d.pipelines.train  # noqa: F401
+import ident3d.render.driver as driver
+from ident3d.causal import UserError
+from ident3d.ingest.datasets import check_dataset_memory, digits, write_dataset_store
+from ident3d.render import plan_render
+from ident3d.render.sequences import check_rollout, plan_sequences
+from ident3d.store.memory import check_fits
+from ident3d.training.config import TrainConfig
+from ident3d.training.objectives import OBJECTIVES
+from ident3d.training.parts import check_view_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 2**30
@@ -165,7 +165,7 @@ def test_ctrl_c_while_a_new_store_is_prepared_is_one_line_and_removes_it(tmp_pat
     """200,000 frames of given latents take seconds to write into a new store: Ctrl-C then (a real SIGINT to the
     real command) prints one line, exits 130 at once and leaves no skeleton store behind."""
     out = tmp_path / "seq.zarr"
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "render", "--sequences", "25000", "--length", "8",
+    proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", "render", "--sequences", "25000", "--length", "8",
                              "--resolution", "16", "--samples", "1", "--workers", "1", "--no-progress",
                              "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

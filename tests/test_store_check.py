@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import zarr
 
-from causal.errors import UserError
-from pipelines.cli import main
-from render import render_store
-from render.check import check_store, ranges
-from store.zarr_io import CorruptChunkError, done_mask
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.cli import main
+from ident3d.render import render_store
+from ident3d.render.check import check_store, ranges
+from ident3d.store.zarr_io import CorruptChunkError, done_mask
 
 # 20 rows in chunks of 8: chunk 2 is a short last chunk (rows 16-19)
 RENDER = {"scene": "causal3dident", "n": 20, "settings": {"resolution": 32, "samples": 4}, "seed": 3,
@@ -61,7 +61,7 @@ def flip(path, key, count=1):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *map(str, args)], capture_output=True, text=True)
 
 
 def assert_one_line_error(proc, *needles):
@@ -144,8 +144,8 @@ def test_train_evaluate_and_show_name_the_corrupt_chunk(clean, copy, tmp_path):
 
 
 def test_loader_workers_and_in_memory_reads_raise_one_line(copy):
-    from store.info import store_info
-    from training.data import StoreBatches, make_loader
+    from ident3d.store.info import store_info
+    from ident3d.training.data import StoreBatches, make_loader
 
     truncate(copy, "images/c/0/0/0/0")
     info = store_info(str(copy))
@@ -177,7 +177,7 @@ def test_xarray_reads_named_dimensions_with_zarrs_values(clean):
 
 def test_stores_without_dimension_names_stay_readable(copy):
     """Stores made before dimension names (and checksums) still check, train and show."""
-    from store.info import store_info
+    from ident3d.store.info import store_info
 
     for meta in copy.rglob("zarr.json"):
         spec = json.loads(meta.read_text())

@@ -1,5 +1,5 @@
 """One store format for every writer: a rendered, an imported, a converted and an imported sequence store carry exactly the fields of
-``store.attrs.StoreAttrs`` (software, meshes and hashes included), read back to equal values, and readers get a
+``ident3d.store.attrs.StoreAttrs`` (software, meshes and hashes included), read back to equal values, and readers get a
 one-line error for a store whose attributes are missing or mistyped; stores written before the typed format
 (fewer keys) still read, and resume checks compare the fingerprint fields only."""
 
@@ -13,14 +13,14 @@ import zarr
 from test_published import make_3dident
 from test_temporal_npz import citris_file
 
-from causal.errors import UserError
-from ingest.datasets import ImageDataset, write_dataset_store
-from ingest.published import import_published
-from ingest.temporal_npz import import_temporal
-from render import render_store
-from store.attrs import FINGERPRINT_KEYS, StoreAttrs, read_attrs
-from store.info import store_info
-from store.zarr_io import open_store, prepare
+from ident3d.causal.errors import UserError
+from ident3d.ingest.datasets import ImageDataset, write_dataset_store
+from ident3d.ingest.published import import_published
+from ident3d.ingest.temporal_npz import import_temporal
+from ident3d.render import render_store
+from ident3d.store.attrs import FINGERPRINT_KEYS, StoreAttrs, read_attrs
+from ident3d.store.info import store_info
+from ident3d.store.zarr_io import open_store, prepare
 
 FIELDS = {f.name for f in dataclasses.fields(StoreAttrs)}
 

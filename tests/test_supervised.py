@@ -11,7 +11,7 @@ import pytest
 import torch
 import zarr
 
-from training.objectives.supervised import latent_targets, supervised_loss
+from ident3d.training.objectives.supervised import latent_targets, supervised_loss
 
 
 def test_loss_equals_the_formula_written_as_a_loop():
@@ -41,7 +41,7 @@ def test_standardised_targets_have_zero_mean_unit_std():
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """A 3DIdent train store (640 images at 32 px), its shuffled-label copy and a test store."""
-    from render import render_store
+    from ident3d.render import render_store
 
     d = tmp_path_factory.mktemp("ceiling")
     common = {"scene": "3dident", "settings": {"resolution": 32, "samples": 4}, "chunk_size": 64, "workers": 1,
@@ -55,8 +55,8 @@ def stores(tmp_path_factory):
 
 
 def _ceiling(store, test, out):
-    from evaluation.run_report import evaluate_run
-    from training.trainer import TrainConfig, train
+    from ident3d.evaluation.run_report import evaluate_run
+    from ident3d.training.trainer import TrainConfig, train
 
     cfg = TrainConfig(data=str(store), objective="supervised", views="labels", encoder="cnn", out_dim=10, steps=300,
                       batch_size=64, lr=2e-3, seed=0, checkpoint_every=300, log_every=50)
@@ -84,8 +84,8 @@ def test_supervised_pairs_only_with_labels(stores, tmp_path):
 
 
 def test_supervised_on_a_synthetic_source_recovers_its_latents(tmp_path):
-    from evaluation.synthetic import evaluate_synthetic
-    from training.trainer import TrainConfig, train
+    from ident3d.evaluation.synthetic import evaluate_synthetic
+    from ident3d.training.trainer import TrainConfig, train
 
     cfg = TrainConfig(data="synthetic", objective="supervised", encoder="mlp", out_dim=6, steps=500, batch_size=256,
                       lr=3e-3, seed=0, checkpoint_every=500, log_every=100, views="labels",
@@ -96,8 +96,8 @@ def test_supervised_on_a_synthetic_source_recovers_its_latents(tmp_path):
 
 
 def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
-    from evaluation.ceiling import ceiling_fractions, verdict
-    from pipelines.compare import CEILING_ROW, check_config, load_config, side_by_side
+    from ident3d.evaluation.ceiling import ceiling_fractions, verdict
+    from ident3d.pipelines.compare import CEILING_ROW, check_config, load_config, side_by_side
 
     cfg = load_config("configs/da_vs_lt_small.yaml")
     assert cfg["rows"][-1] == CEILING_ROW and len(cfg["rows"]) == 13
@@ -109,7 +109,7 @@ def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
     # ours 0.4 vs paper 0.9: the ceiling (0.8) is below the paper -> bounded; ceiling 0.95 -> open (the method's)
     assert verdict(0.4, 0.9, 0.5) == "bounded" and verdict(0.4, 0.9, 0.95) == "open"
     assert verdict(0.85, 0.9, 0.2) == "=" and verdict(1.0, 0.5, 1.0) == "+" and verdict(0.1, float("nan"), 1) == ""
-    from evaluation.report import PAPER_COLUMNS
+    from ident3d.evaluation.report import PAPER_COLUMNS
 
     cols = list(PAPER_COLUMNS)
     grid = {r["name"]: {c: (0.3, 0.0) for c in cols} for r in cfg["rows"]}
@@ -121,7 +121,7 @@ def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
 def test_a_fraction_is_shown_only_where_the_ceiling_clears_chance():
     """Issue 32.13: rotations' ceiling of 0.06 gave "1.00"; a fraction needs the ceiling 0.2 above chance (R^2 0,
     accuracy 1 / classes), else a dash and a footnote."""
-    from evaluation.ceiling import ceiling_fractions, chance_levels, fraction_markdown
+    from ident3d.evaluation.ceiling import ceiling_fractions, chance_levels, fraction_markdown
 
     table = {"A": {"Class": (0.30, 0.0), "rotations": (0.06, 0.0), "positions": (0.5, 0.0)},
              "ceiling": {"Class": (0.34, 0.0), "rotations": (0.06, 0.0), "positions": (0.8, 0.0)}}

@@ -9,11 +9,11 @@ import torch
 from scipy.special import ive
 from scipy.stats import truncnorm
 
-from causal.errors import UserError
-from training.objectives.functional import lp_pow_matrix
-from training.schedule import lr_factor
-from training.synthetic import InvertibleMixing, spaces
-from training.synthetic.sources import LatentPairs, SCMPairs, make_source
+from ident3d.causal.errors import UserError
+from ident3d.training.objectives.functional import lp_pow_matrix
+from ident3d.training.schedule import lr_factor
+from ident3d.training.synthetic import InvertibleMixing, spaces
+from ident3d.training.synthetic.sources import LatentPairs, SCMPairs, make_source
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -118,8 +118,8 @@ def test_lr_factor_warms_up_then_decays():
 
 
 def test_generative_objectives_mirror_the_vector_encoder():
-    from training.encoders import build_encoder
-    from training.objectives import OBJECTIVES
+    from ident3d.training.encoders import build_encoder
+    from ident3d.training.objectives import OBJECTIVES
 
     enc = build_encoder("mlp", 5, 0, in_dim=10, hidden=[32, 16])
     obj = OBJECTIVES.get("simvae")(enc)

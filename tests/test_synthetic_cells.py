@@ -111,8 +111,8 @@ def test_cells_on_two_workers_score_as_in_one_process(tmp_path):
 
 def test_compare_cells_use_the_same_keys(tmp_path):
     """compare keys its (view maker, seed) cells by the same helper: a cell trained with other steps is moved aside."""
-    from pipelines.cells import claim_cell, matches
-    from pipelines.compare import cell_settings
+    from ident3d.pipelines.cells import claim_cell, matches
+    from ident3d.pipelines.compare import cell_settings
 
     cfg = yaml.safe_load((REPO / "configs/da_vs_lt_small.yaml").read_text())
     stores = {"train": "sha-train", "test": "sha-test"}
@@ -193,7 +193,7 @@ def reference(tmp_path_factory):
 def _start_and_stop(tmp_path: Path, sig: int) -> tuple[subprocess.CompletedProcess, Path]:
     """Start the cell in a real process, send ``sig`` once it has a checkpoint, and wait for it to end."""
     config, out = write_config(tmp_path), tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "synthetic", "--config", str(config), "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", "synthetic", "--config", str(config), "--out",
                              str(out), "--no-progress", "--no-figures"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_sigint,
                             env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from helpers import read_png
 
-from pipelines.cli import main
-from pipelines.synthetic import load_config, run_synthetic, slug
+from ident3d.pipelines.cli import main
+from ident3d.pipelines.synthetic import load_config, run_synthetic, slug
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "synthetic"
 
@@ -98,7 +98,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_the_command_exits_2_without_a_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pipelines.cli", "synthetic", "--config", str(tmp_path / "none.yaml")],
+    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", "synthetic", "--config", str(tmp_path / "none.yaml")],
                        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert r.returncode == 2 and "Traceback" not in r.stderr and "not found" in r.stderr
 

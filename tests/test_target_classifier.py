@@ -8,9 +8,9 @@ import math
 import numpy as np
 import torch
 
-from training.encoders import build_encoder
-from training.temporal.citris_vae import CitrisVAE
-from training.temporal.target_classifier import EMA_MOMENTUM, TargetClassifier
+from ident3d.training.encoders import build_encoder
+from ident3d.training.temporal.citris_vae import CitrisVAE
+from ident3d.training.temporal.target_classifier import EMA_MOMENTUM, TargetClassifier
 
 M, K, B = 6, 3, 5
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from training.encoders import build_encoder
-from training.temporal.citris_vae import CitrisVAE, TransitionPrior
-from training.temporal.densities import citris_kl, gaussian_log_density, kl_per_dim
-from training.temporal.ivae import TemporalIVAE
+from ident3d.training.encoders import build_encoder
+from ident3d.training.temporal.citris_vae import CitrisVAE, TransitionPrior
+from ident3d.training.temporal.densities import citris_kl, gaussian_log_density, kl_per_dim
+from ident3d.training.temporal.ivae import TemporalIVAE
 
 B, M, K = 5, 6, 3
 

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 import torch
 
-from causal import load_dynamic_scm
-from evaluation.temporal_scores import node_factors, temporal_scores
-from training.temporal.fit import build_learner, encode, fit
-from training.temporal.synthetic import SyntheticSequences, synthetic_sequences
+from ident3d.causal import load_dynamic_scm
+from ident3d.evaluation.temporal_scores import node_factors, temporal_scores
+from ident3d.training.temporal.fit import build_learner, encode, fit
+from ident3d.training.temporal.synthetic import SyntheticSequences, synthetic_sequences
 
 SEED, STEPS = 0, 2000
 

@@ -12,7 +12,7 @@ import pytest
 import zarr
 from helpers import run_cli, tree_digest
 
-from ingest.temporal_npz import COLUMNS, SHAPES, export_temporal, import_temporal
+from ident3d.ingest.temporal_npz import COLUMNS, SHAPES, export_temporal, import_temporal
 
 N, LENGTH = 23, 5  # 4 sequences of 5 frames; 3 frames left out
 OUR_CLASSES = ["Teapot", "Hare", "Dragon", "Cow", "Armadillo", "Horse", "Head"]  # the temporal_causal3dident spec

@@ -4,10 +4,10 @@ causal variables of the built-in Temporal Causal3DIdent spec, and the synthetic 
 import numpy as np
 import pytest
 
-from causal import load_dynamic_scm
-from training.temporal.synthetic import SLOPE, mix, mixing_weights, synthetic_sequences
-from training.temporal.transitions import Transitions
-from training.temporal.variables import causal_variables, node_variable, variable_targets
+from ident3d.causal import load_dynamic_scm
+from ident3d.training.temporal.synthetic import SLOPE, mix, mixing_weights, synthetic_sequences
+from ident3d.training.temporal.transitions import Transitions
+from ident3d.training.temporal.variables import causal_variables, node_variable, variable_targets
 
 
 def _toy(s=4, t=6, k=3):

@@ -27,7 +27,7 @@ def cli(*args, cwd=None):
 
 def real_cli(*args):
     """The command as a real process (the Ctrl-C test compares weights across processes, bit for bit)."""
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *map(str, args)], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
@@ -207,7 +207,7 @@ def test_sample_n_beyond_memory(work):
 
 # ----- pure parts ---------------------------------------------------------------------------------------------
 def test_tables_show_a_spread_only_over_two_or_more_seeds():
-    from pipelines.compare import markdown_table
+    from ident3d.pipelines.compare import markdown_table
 
     table = {"A": {"x": (0.61, 0.0)}, "B": {"x": (0.1, 0.0)}}
     one = markdown_table(table, {"A": 1, "B": 1})
@@ -219,14 +219,14 @@ def test_tables_show_a_spread_only_over_two_or_more_seeds():
 
 
 def test_atomic_outputs_get_the_normal_file_mode(tmp_path):
-    from pipelines.files import current_umask, write_atomic
+    from ident3d.pipelines.files import current_umask, write_atomic
 
     path = write_atomic(tmp_path / "a.json", lambda p: p.write_text("{}"))
     assert path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
 
 
 def test_estimate_text():
-    from training.trainer import estimate_text
+    from ident3d.training.trainer import estimate_text
 
     assert estimate_text(0.2, 500) == "estimated run time: about 100 s for 500 steps (0.20 s/step)"
     assert estimate_text(0.36, 500) == "estimated run time: about 3 min for 500 steps (0.36 s/step)"
@@ -239,7 +239,7 @@ def test_sigint_mid_run_then_resume_gives_the_uninterrupted_weights(store, tmp_p
               "--log-every", "1"]
     assert real_cli("train", "--out", tmp_path / "full", *common).returncode == 0
     part = tmp_path / "part"
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "train", "--out", str(part), *map(str, common)],
+    proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", "train", "--out", str(part), *map(str, common)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
@@ -263,7 +263,7 @@ def test_sigint_mid_run_then_resume_gives_the_uninterrupted_weights(store, tmp_p
 
 def test_list_shows_every_summary_whole():
     """Issue 32.12: `train --list` cut two descriptions mid-sentence (the first docstring line of a wrapped summary)."""
-    from pipelines.train import list_components
+    from ident3d.pipelines.train import list_components
 
     entries = [line for line in list_components().splitlines() if line.startswith("  ") and not line.startswith("   ")
                and not line.lstrip().startswith("(")]

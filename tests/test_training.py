@@ -12,7 +12,7 @@ import torch
 import zarr
 from helpers import render_tiny_store
 
-from pipelines.cli import main
+from ident3d.pipelines.cli import main
 
 HUES = ["obj_hue", "spot_hue", "bg_hue"]
 
@@ -32,8 +32,8 @@ def metrics(run):
 
 
 def embed_std(run, store):
-    from training.components import build_run
-    from training.trainer import TrainConfig, load_checkpoint
+    from ident3d.training.components import build_run
+    from ident3d.training.trainer import TrainConfig, load_checkpoint
 
     cfg = TrainConfig(**json.loads((Path(run) / "config.json").read_text()))
     built = build_run(cfg)
@@ -85,7 +85,7 @@ def test_lt_nn_reports_snap_distance(store, tmp_path):
 
 def test_resume_gives_the_same_weights(store, tmp_path, monkeypatch):
     """A run killed at step 13 (checkpoint at 10) and resumed ends with the uninterrupted run's weights."""
-    import training.trainer as trainer
+    import ident3d.training.trainer as trainer
 
     common = ["--objective", "moco_v2", "--views", "crop_large+colour", "--checkpoint-every", "10", "--hp",
               "queue_size=64", "--steps", "20"]
@@ -113,7 +113,7 @@ def test_resume_gives_the_same_weights(store, tmp_path, monkeypatch):
 def test_ddp_with_two_cpu_processes(store, tmp_path):
     run = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
-           "-m", "pipelines.cli", "train", "--data", str(store), "--out", str(run), "--encoder", "cnn",
+           "-m", "ident3d.pipelines.cli", "train", "--data", str(store), "--out", str(run), "--encoder", "cnn",
            "--objective", "barlow_twins", "--views", "lt_exact:hues", "--steps", "6", "--batch-size", "16",
            "--log-every", "2", "--no-progress", "--device", "cpu"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
@@ -124,7 +124,7 @@ def test_ddp_with_two_cpu_processes(store, tmp_path):
 
 
 def _run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *args], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("extra,expected", [

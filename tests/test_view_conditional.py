@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from causal import SCM, load_scm
-from causal.mechanisms import trunclaplace_ppf
+from ident3d.causal import SCM, load_scm
+from ident3d.causal.mechanisms import trunclaplace_ppf
 
 
 def test_truncated_laplace_ppf_equals_scipy():
@@ -34,7 +34,7 @@ def test_transform_follows_the_spec_conditional(kind, spread):
 
 
 def test_view_conditional_is_part_of_the_store_spec(tmp_path):
-    from render.api import plan_render
+    from ident3d.render.api import plan_render
 
     plan = plan_render(tmp_path / "s.zarr", scene="3dident", n=4, views="near:hues", view_conditional="laplace:0.2")
     assert plan.job.scm["transform"] == {"conditional": "laplace", "sigma": 0.2}
@@ -52,7 +52,7 @@ def test_bad_view_conditional_is_one_line(tmp_path, value):
 
 
 def test_paper001_3dident_config_plans_its_stores_with_the_conditional():
-    from pipelines.compare import load_config, store_args
+    from ident3d.pipelines.compare import load_config, store_args
 
     cfg = load_config("configs/paper001_3dident.yaml")
     assert [r["views"] for r in cfg["rows"]] == ["lt_nn:positions+rotations+hues", "lt_exact:near", "labels"]

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from causal import load_scm
-from causal.errors import UserError
-from evaluation.report import check_da_style, resolve_style
-from training.registry import VIEWS
-from training.views import Normalize, ViewMaker, choices, make_view_maker, to_float
-from training.views.augment import DA_RECIPES, Stage, register_recipe, unregister_recipe
+from ident3d.causal import load_scm
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.report import check_da_style, resolve_style
+from ident3d.training.registry import VIEWS
+from ident3d.training.views import Normalize, ViewMaker, choices, make_view_maker, to_float
+from ident3d.training.views.augment import DA_RECIPES, Stage, register_recipe, unregister_recipe
 
 IDENTITY = Normalize((0.0,) * 3, (1.0,) * 3)
 

@@ -7,8 +7,8 @@ import torch
 from kornia.color import rgb_to_grayscale
 from kornia.filters import sobel
 
-from causal.errors import UserError
-from training.views import Normalize, make_view_maker, to_float
+from ident3d.causal.errors import UserError
+from ident3d.training.views import Normalize, make_view_maker, to_float
 
 IDENTITY = Normalize((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 PAPER_IMAGE, PAPER_CROP, PAPER_STRIDE = 84, 20, 4  # paper 002: 20x20 crops at stride 4 on an 84x84 canvas
 

@@ -16,8 +16,8 @@ from collections import OrderedDict
 import numpy as np
 import zarr
 
-from causal.errors import UserError
-from store.zarr_io import chunk_bounds, read_rows
+from ident3d.causal.errors import UserError
+from ident3d.store.zarr_io import chunk_bounds, read_rows
 
 DEFAULT_CACHE_BYTES = 256 * 2**20  # ~1,300 chunks of 64 images at 32 px, ~80 at 64 px, per loader process
 

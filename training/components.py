@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from causal.errors import UserError
-from store.info import StoreInfo, image_stats, store_info, store_latents
-from training.data import StoreBatches, make_loader
-from training.encoder_base import Encoder
-from training.encoders import build_encoder
-from training.objectives import OBJECTIVES
-from training.parts import Run, check_components, check_numbers, check_view_batch, check_view_count, with_data_args
-from training.run_dir import StoreData, SyntheticData, data_spec, normalizer
-from training.views import ViewMaker, make_view_maker
+from ident3d.causal.errors import UserError
+from ident3d.store.info import StoreInfo, image_stats, store_info, store_latents
+from ident3d.training.data import StoreBatches, make_loader
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.encoders import build_encoder
+from ident3d.training.objectives import OBJECTIVES
+from ident3d.training.parts import (
+    Run,
+    check_components,
+    check_numbers,
+    check_view_batch,
+    check_view_count,
+    with_data_args,
+)
+from ident3d.training.run_dir import StoreData, SyntheticData, data_spec, normalizer
+from ident3d.training.views import ViewMaker, make_view_maker
 
 
 def build_encoder_for(cfg: Any, info: StoreInfo) -> Encoder:
@@ -48,15 +55,15 @@ def check_pairing(cfg: Any, objective_cls: type, views: ViewMaker) -> None:
 
 def build_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1, device: Any = "cpu") -> Run:
     """Everything the trainer needs, validated (one-line UserErrors for bad names and inputs), built by the
-    builder of the config's data kind (``training.run_dir.data_spec``)."""
+    builder of the config's data kind (``ident3d.training.run_dir.data_spec``)."""
     check_numbers(cfg)
     spec = data_spec(cfg)
     return RUN_BUILDERS[spec.kind](cfg, spec, start_batch, rank, world, device)
 
 
 def build_synthetic(cfg: Any, spec: SyntheticData, start_batch: int, rank: int, world: int, device: Any) -> Run:
-    """A run on a synthetic source: batches generated on ``device`` (``training.synthetic.run``)."""
-    from training.synthetic.run import build_synthetic_run
+    """A run on a synthetic source: batches generated on ``device`` (``ident3d.training.synthetic.run``)."""
+    from ident3d.training.synthetic.run import build_synthetic_run
 
     return build_synthetic_run(cfg, start_batch, rank, world, device)
 
@@ -85,5 +92,5 @@ def build_store_run(cfg: Any, spec: StoreData, start_batch: int, rank: int, worl
     return Run(info, views, objective, make_loader(dataset, cfg.num_workers))
 
 
-# one builder per data kind (``training.run_dir.DataSpec.kind``)
+# one builder per data kind (``ident3d.training.run_dir.DataSpec.kind``)
 RUN_BUILDERS = {"store": build_store_run, "synthetic": build_synthetic}

@@ -23,9 +23,9 @@ import torch
 import zarr
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from causal.errors import UserError
-from store.info import StoreInfo
-from store.zarr_io import chunk_bounds, read_rows
+from ident3d.causal.errors import UserError
+from ident3d.store.info import StoreInfo
+from ident3d.store.zarr_io import chunk_bounds, read_rows
 
 IN_MEMORY_BYTES = 2 * 2**30  # stores up to this size (images) are read once and kept in memory
 

@@ -1,6 +1,6 @@
 """Decoders of paper 004's generative models: the mirror of the 28x28 MLP and a ResNet-style conv decoder
 for 32/64 px, and the vector decoder for synthetic data. Which one mirrors an encoder is the encoder's answer
-(``Encoder.mirror_decoder``, ``training.encoder_base``); ``build_decoder`` asks it."""
+(``Encoder.mirror_decoder``, ``ident3d.training.encoder_base``); ``build_decoder`` asks it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 class MLPDecoder(nn.Module):

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from causal.errors import UserError
-from training.decoders import ConvDecoder, no_decoder_error
+from ident3d.causal.errors import UserError
+from ident3d.training.decoders import ConvDecoder, no_decoder_error
 
 CONSTRAINTS = ("none", "sphere", "box")
 

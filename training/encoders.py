@@ -11,11 +11,11 @@ import torch
 import torchvision
 from torch import nn
 
-from causal.errors import UserError
-from training.decoders import VectorDecoder
-from training.encoder_base import Encoder
-from training.hparams import Count, Counts
-from training.registry import ENCODERS
+from ident3d.causal.errors import UserError
+from ident3d.training.decoders import VectorDecoder
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.hparams import Count, Counts
+from ident3d.training.registry import ENCODERS
 
 
 class _PaperHead(nn.Module):
@@ -129,4 +129,4 @@ def build_encoder(name: str, out_dim: int, image_size: int, constraint: str = "n
         raise UserError(f"encoder {name}: {exc}") from None
 
 
-from training import flows, gen_encoders  # noqa: E402,F401  (register the gin, mlp_vae and resnet_vae encoders)
+from ident3d.training import flows, gen_encoders  # noqa: E402,F401  (register the gin, mlp_vae and resnet_vae encoders)

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from training.encoder_base import Encoder
-from training.hparams import Count, Counts
-from training.registry import ENCODERS
+from ident3d.causal.errors import UserError
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.hparams import Count, Counts
+from ident3d.training.registry import ENCODERS
 
 GIN_HIDDEN = (10, 10)  # GIN's artificial-data subnetworks: two hidden layers of 10 ReLU units
 

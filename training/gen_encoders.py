@@ -9,11 +9,11 @@ from typing import Literal
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from training.decoders import MLPDecoder
-from training.encoder_base import Encoder
-from training.hparams import Counts
-from training.registry import ENCODERS
+from ident3d.causal.errors import UserError
+from ident3d.training.decoders import MLPDecoder
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.hparams import Counts
+from ident3d.training.registry import ENCODERS
 
 
 def to_channels(x: torch.Tensor, channels: int) -> torch.Tensor:

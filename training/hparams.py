@@ -9,7 +9,7 @@ numbers); ``X | None`` also allows null; and
 
     def __init__(self, encoder, *, tau: Positive = 1.0, entropy: Literal["kl", "uniformity"] = "kl"): ...
 
-Registered classes (``training.registry``) check their declared arguments on construction, ``coerce`` converts
+Registered classes (``ident3d.training.registry``) check their declared arguments on construction, ``coerce`` converts
 values to the declared type (``tau: 1`` -> 1.0, so equal settings compare and hash equal), and ``describe``
 gives the text ``ident3d train --list`` shows. A bad value is one line naming the key, the value and what is
 expected: ``objective infonce's hyperparameter tau must be a finite number > 0, got true``.
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 
 @dataclass(frozen=True)

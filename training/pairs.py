@@ -19,14 +19,14 @@ import numpy as np
 import zarr
 from scipy.spatial import cKDTree
 
-from causal import Samples, load_scm
-from causal.errors import UserError
-from causal.rng import stream_key
-from store.zarr_io import read_rows
-from training.chunk_cache import DEFAULT_CACHE_BYTES, ChunkCache
+from ident3d.causal import Samples, load_scm
+from ident3d.causal.errors import UserError
+from ident3d.causal.rng import stream_key
+from ident3d.store.zarr_io import read_rows
+from ident3d.training.chunk_cache import DEFAULT_CACHE_BYTES, ChunkCache
 
 if TYPE_CHECKING:
-    from training.data import StoreBatches
+    from ident3d.training.data import StoreBatches
 
 SCOPES = ("store", "batch")  # where partners are searched: the whole store, or the chunks of the batch's anchors
 

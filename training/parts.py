@@ -1,6 +1,6 @@
 """What a run is made of (``Run``) and the checks of a TrainConfig's settings and components before any data is
-read (numbers, names, hyperparameter keys and types, view counts): shared by store runs (``training.components``)
-and synthetic runs (``training.synthetic.run``), below both."""
+read (numbers, names, hyperparameter keys and types, view counts): shared by store runs
+(``ident3d.training.components``) and synthetic runs (``ident3d.training.synthetic.run``), below both."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from causal.errors import UserError
-from store.memory import available_memory, check_fits
-from training.encoder_base import Encoder
-from training.encoders import build_encoder
-from training.hparams import check_keywords, coerce
-from training.objectives import OBJECTIVES
-from training.objectives.base import Objective
-from training.registry import FIXED_ARGS
-from training.schedule import SCHEDULES
-from training.views.base import DEFAULT_VIEWS
+from ident3d.causal.errors import UserError
+from ident3d.store.memory import available_memory, check_fits
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.encoders import build_encoder
+from ident3d.training.hparams import check_keywords, coerce
+from ident3d.training.objectives import OBJECTIVES
+from ident3d.training.objectives.base import Objective
+from ident3d.training.registry import FIXED_ARGS
+from ident3d.training.schedule import SCHEDULES
+from ident3d.training.views.base import DEFAULT_VIEWS
 
 
 @dataclass
@@ -72,7 +72,7 @@ def resolve_args(cfg: Any) -> tuple[type[Objective], type[Encoder]]:
     """Check ``cfg``'s objective and encoder names, then its hyperparameters and encoder options against what they
     declare (unknown keys, types, ranges: one line each), converting each value to its declared type in place (so
     ``tau: 1`` and ``tau: 1.0`` are one setting); returns the two classes."""
-    from training.encoders import ENCODERS
+    from ident3d.training.encoders import ENCODERS
 
     objective_cls = OBJECTIVES.get(cfg.objective)
     check_keywords("objective", cfg.objective, objective_cls, cfg.objective_args, "hyperparameter", _FIXED_ARGS)
@@ -87,7 +87,7 @@ def resolve_args(cfg: Any) -> tuple[type[Objective], type[Encoder]]:
 def default_views(objective: str) -> str:
     """The view maker of a run that names none: the objective's own where it has one (supervised: labels, the
     temporal VAEs: next_frame_targets, CRL-TAC: learned_crop), else TrainConfig's DA default."""
-    from training.config import TrainConfig
+    from ident3d.training.config import TrainConfig
 
     return getattr(OBJECTIVES.get(objective), "view_maker", None) or TrainConfig.views
 
@@ -127,8 +127,8 @@ VIEW_BYTES_PER_VALUE = 16
 
 def check_view_batch(cfg: Any, objective_cls: type, image_size: int, device: Any = "cpu", world: int = 1,
                      available: int | None = None) -> None:
-    """Refuse a step's views that cannot fit in memory (``store.memory.check_fits``) before the run folder is made:
-    each rank's batch_size / world anchors x J views x 3 x image_size^2 values x ``VIEW_BYTES_PER_VALUE``, against
+    """Refuse a step's views that cannot fit in memory (``ident3d.store.memory.check_fits``) before the run folder is
+    made: each rank's batch_size / world anchors x J views x 3 x image_size^2 values x ``VIEW_BYTES_PER_VALUE``, against
     the free memory of the device that makes them (``available``: given, for tests)."""
     views = cfg.n_views if getattr(objective_cls, "any_views", False) else objective_cls.n_views
     images = max(1, cfg.batch_size // max(1, world)) * views

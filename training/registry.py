@@ -2,7 +2,7 @@
 
 Each registered class has a one-line docstring; ``ident3d train --list`` prints them. A registry whose entries take
 settings (``--hp`` for objectives, ``--encoder-arg`` for encoders) makes each registered class check the arguments
-its signature declares on construction (``training.hparams``).
+its signature declares on construction (``ident3d.training.hparams``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 T = TypeVar("T")
 
@@ -31,7 +31,7 @@ class Registry:
             self._items[name] = cls
             cls.registry_name = name  # type: ignore[attr-defined]
             if self.word is not None:
-                from training.hparams import checked_init
+                from ident3d.training.hparams import checked_init
 
                 checked_init(cls, lambda obj: f"{self.kind} {type(obj).registry_name}", self.word, FIXED_ARGS)
             return cls
@@ -58,7 +58,7 @@ class Registry:
 
     def settings(self, name: str) -> str:
         """The declared settings of entry ``name`` in words ('' when it takes none): what ``--list`` shows."""
-        from training.hparams import describe
+        from ident3d.training.hparams import describe
 
         return describe(self.get(name), FIXED_ARGS) if self.word else ""
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from causal.errors import UserError
-from training.config import ADDED_LATER, SYNTHETIC, TrainConfig
+from ident3d.causal.errors import UserError
+from ident3d.training.config import ADDED_LATER, SYNTHETIC, TrainConfig
 
 CHECKPOINT = "checkpoint.pt"
 # settings a resumed run may change (they do not change what it learns up to the saved step)
@@ -33,7 +33,7 @@ class StoreData:
 
 @dataclass(frozen=True)
 class SyntheticData:
-    """A run on a synthetic source (``training.synthetic``): latents drawn and mixed on the training device."""
+    """A run on a synthetic source (``ident3d.training.synthetic``): latents drawn and mixed on the training device."""
 
     source: dict[str, Any]
     kind: str = field(default="synthetic", init=False)
@@ -61,8 +61,8 @@ def same_store(saved: str, now: str) -> bool:
     store, or a run saved with a relative path elsewhere) two stores with identical attributes."""
     if store_path(saved) == store_path(now):
         return True
-    from store.attrs import read_attrs
-    from store.zarr_io import open_store
+    from ident3d.store.attrs import read_attrs
+    from ident3d.store.zarr_io import open_store
 
     try:
         return read_attrs(open_store(saved), saved) == read_attrs(open_store(now), now)
@@ -71,8 +71,9 @@ def same_store(saved: str, now: str) -> bool:
 
 
 def normalizer(cfg: TrainConfig) -> Any:
-    """The ``training.views.Normalize`` of a config's saved statistics: the one place they become a transform."""
-    from training.views import Normalize
+    """The ``ident3d.training.views.Normalize`` of a config's saved statistics: the one place they become a
+    transform."""
+    from ident3d.training.views import Normalize
 
     return Normalize(tuple(cfg.normalize["mean"]), tuple(cfg.normalize["std"]))
 
@@ -125,7 +126,7 @@ class RunDir:
     def check_resume(self, cfg: TrainConfig, saved: dict[str, Any]) -> None:
         """A resumed run must be the saved one: only RESUMABLE_CHANGES may differ; the store is compared by
         identity (resolved path or attributes), not as typed. Takes over the saved store path and normalisation."""
-        from training.objectives import OBJECTIVES
+        from ident3d.training.objectives import OBJECTIVES
 
         saved_args = saved.get("objective_args") or {}
         data_args = {k: saved_args[k] for k in OBJECTIVES.get(cfg.objective).data_args  # filled in from the data
@@ -188,7 +189,7 @@ class LoadedRun:
     def objective(self, device: str = "cpu", image_size: int | None = None, in_dim: int | None = None) -> Any:
         """The run's objective (encoder and whatever the method adds) with its trained weights, in eval mode:
         built for ``image_size`` px images, or for ``in_dim``-d vectors (a synthetic run)."""
-        from training.parts import check_components
+        from ident3d.training.parts import check_components
 
         if in_dim is not None:
             _, objective = check_components(self.cfg, image_size=0, input_kind="vector", in_dim=in_dim)

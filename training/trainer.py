@@ -3,12 +3,12 @@ exact resume, a metrics log (JSONL + CSV, optional TensorBoard), a progress bar,
 and optional DDP under ``torchrun``.
 
 Everything random is a function of (seed, step): the model's initial weights, batch b's rows
-(``training.data``) and the view maker's generator, so resuming from a checkpoint continues exactly.
+(``ident3d.training.data``) and the view maker's generator, so resuming from a checkpoint continues exactly.
 
 Under DDP (``torchrun``) ``batch_size`` is the global batch: rank r trains on slice r of the rows a single
 process would use, the objectives gather the embeddings of all ranks so their losses (negatives, batch
 statistics, entropy estimates, MoCo's queue) are those of the global batch, and on CUDA BatchNorm layers
-become SyncBatchNorm; the gradients are then the single-process gradients (see ``training.distributed``).
+become SyncBatchNorm; the gradients are then the single-process gradients (see ``ident3d.training.distributed``).
 What still differs from one process: the view maker's per-sample random parameters (each rank draws its
 own, from a generator keyed by (seed, step, rank)), LT-NN partners (drawn per rank), and, on CPU/gloo,
 BatchNorm statistics (per rank: torch's SyncBatchNorm needs a GPU).
@@ -32,12 +32,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from causal.rng import stream_key
-from training.config import TrainConfig
-from training.distributed import mean_across_ranks
-from training.run_dir import CHECKPOINT, load_checkpoint, write_config
-from training.schedule import lr_factor
+from ident3d.causal.errors import UserError
+from ident3d.causal.rng import stream_key
+from ident3d.training.config import TrainConfig
+from ident3d.training.distributed import mean_across_ranks
+from ident3d.training.run_dir import CHECKPOINT, load_checkpoint, write_config
+from ident3d.training.schedule import lr_factor
 
 ESTIMATE_AFTER = 3  # steps timed (after one warm-up step) before the run-time estimate is printed
 ESTIMATE_ABOVE_S = 60.0  # print the estimate only for runs longer than this
@@ -209,7 +209,7 @@ def train(cfg: TrainConfig, run_dir: Path, resume: bool = False, progress: bool 
     the run along the way. Ctrl-C raises TrainingInterrupted
     (the last checkpoint is kept); a fresh run failing before its first checkpoint leaves nothing behind.
     """
-    from training.components import build_run
+    from ident3d.training.components import build_run
 
     rank, world = _distributed()
     device = pick_device(cfg.device)

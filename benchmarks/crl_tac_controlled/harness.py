@@ -19,11 +19,11 @@ sys.path.insert(0, ".")
 sys.path.insert(0, "benchmarks")
 import crl_tac_canvas as bench  # noqa: E402
 
-from evaluation.channel import channel_summary  # noqa: E402
-from evaluation.probe_run import load_objective  # noqa: E402
-from evaluation.probes import linear_probe_accuracy  # noqa: E402
-from ingest.datasets import load_dataset, write_dataset_store  # noqa: E402
-from training.trainer import TrainConfig, train  # noqa: E402
+from ident3d.evaluation.channel import channel_summary  # noqa: E402
+from ident3d.evaluation.probe_run import load_objective  # noqa: E402
+from ident3d.evaluation.probes import linear_probe_accuracy  # noqa: E402
+from ident3d.ingest.datasets import load_dataset, write_dataset_store  # noqa: E402
+from ident3d.training.trainer import TrainConfig, train  # noqa: E402
 
 
 def main() -> None:

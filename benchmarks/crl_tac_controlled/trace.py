@@ -9,11 +9,11 @@ import sys
 import torch
 
 sys.path.insert(0, ".")
-from ingest.datasets import load_dataset  # noqa: E402
-from training.channel import nonblank_crops  # noqa: E402
-from training.encoders import build_encoder  # noqa: E402
-from training.objectives.crl_tac import CRLTAC  # noqa: E402
-from training.views import Normalize, to_float  # noqa: E402
+from ident3d.ingest.datasets import load_dataset  # noqa: E402
+from ident3d.training.channel import nonblank_crops  # noqa: E402
+from ident3d.training.encoders import build_encoder  # noqa: E402
+from ident3d.training.objectives.crl_tac import CRLTAC  # noqa: E402
+from ident3d.training.views import Normalize, to_float  # noqa: E402
 
 
 def main() -> None:

@@ -4,8 +4,8 @@ its objective in OBJECTIVES (a new objective is one new file here)."""
 import importlib
 import pkgutil
 
-from training.objectives.base import Objective
-from training.registry import OBJECTIVES
+from ident3d.training.objectives.base import Objective
+from ident3d.training.registry import OBJECTIVES
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")

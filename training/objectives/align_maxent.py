@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from training.hparams import Count, NonNegative, Positive
-from training.objectives.base import Objective
-from training.objectives.functional import global_two_views, kl_entropy, uniformity
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import Count, NonNegative, Positive
+from ident3d.training.objectives.base import Objective
+from ident3d.training.objectives.functional import global_two_views, kl_entropy, uniformity
+from ident3d.training.registry import OBJECTIVES
 
 
 def align_maxent_kl(

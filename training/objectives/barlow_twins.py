@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from training.hparams import NonNegative
-from training.objectives.base import Objective
-from training.objectives.functional import global_two_views, off_diagonal, standardise
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import NonNegative
+from ident3d.training.objectives.base import Objective
+from ident3d.training.objectives.functional import global_two_views, off_diagonal, standardise
+from ident3d.training.registry import OBJECTIVES
 
 
 def barlow_twins_loss(

@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from training.hparams import Count, Unit
-from training.objectives.momentum import MomentumObjective
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import Count, Unit
+from ident3d.training.objectives.momentum import MomentumObjective
+from ident3d.training.registry import OBJECTIVES
 
 
 def byol_loss(p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """CITRIS-style VAE (Lippe et al., ICML 2022) as an objective of ``ident3d train``: the model is
-``training.temporal.citris_vae.CitrisVAE`` (its docstring states the simplifications against the paper)."""
+``ident3d.training.temporal.citris_vae.CitrisVAE`` (its docstring states the simplifications against the paper)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 from torch import nn
 
-from causal.errors import UserError
-from training.hparams import Count, NonNegative, Positive
-from training.objectives.transition import TransitionObjective
-from training.registry import OBJECTIVES
+from ident3d.causal.errors import UserError
+from ident3d.training.hparams import Count, NonNegative, Positive
+from ident3d.training.objectives.transition import TransitionObjective
+from ident3d.training.registry import OBJECTIVES
 
 
 @OBJECTIVES.register("citris_vae")
@@ -44,7 +44,7 @@ class CitrisVAEObjective(TransitionObjective):
 
     def build(self, encoder: nn.Module, n_vars: int, hparams: dict[str, Any]) -> nn.Module:
         """The model; each causal variable is assigned at least one latent dimension, so --out-dim >= n_vars."""
-        from training.temporal.citris_vae import CitrisVAE
+        from ident3d.training.temporal.citris_vae import CitrisVAE
 
         if encoder.out_dim < n_vars:
             raise UserError(f"citris_vae assigns each of its {n_vars} causal variables its own latent dimensions; "

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from training.hparams import NonNegative, Positive
-from training.objectives.gaussian import kl_gaussians, negative_elbo
-from training.objectives.generative import DecoderWidth, GenerativeObjective
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import NonNegative, Positive
+from ident3d.training.objectives.gaussian import kl_gaussians, negative_elbo
+from ident3d.training.objectives.generative import DecoderWidth, GenerativeObjective
+from ident3d.training.registry import OBJECTIVES
 
 
 def cr_vae_loss(x: torch.Tensor, x_hat: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, tx: torch.Tensor,

@@ -17,12 +17,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from causal.errors import UserError
-from training.channel import ChannelNet, crop_grid, cut, sample_crops
-from training.encoder_base import Encoder
-from training.hparams import Count, NonNegative, Positive, Range
-from training.objectives.base import Objective
-from training.registry import OBJECTIVES
+from ident3d.causal.errors import UserError
+from ident3d.training.channel import ChannelNet, crop_grid, cut, sample_crops
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.hparams import Count, NonNegative, Positive, Range
+from ident3d.training.objectives.base import Objective
+from ident3d.training.registry import OBJECTIVES
 
 CROPS_PER_PASS = 1024  # crops encoded at once when a representation averages over every crop of an image
 
@@ -90,7 +90,8 @@ class CRLTAC(Objective):
             other views of the image; default) or "jensen" (the lower bound the encoder phase uses). On the
             canvas, exact gave the channel more mass on the digit and f higher accuracy (results/crl_tac_canvas*,
             made before the channel phase counted the anchor in its denominator; results/crl_tac_mnist5k after).
-        channel_net: P(T|X)'s network, "fast" (default) or "paper" (Fig. 5 as drawn; ``training.channel.ChannelNet``).
+        channel_net: P(T|X)'s network, "fast" (default) or "paper" (Fig. 5 as drawn;
+        ``ident3d.training.channel.ChannelNet``).
     Needs ``--views learned_crop``; the encoder sees crops (e.g. ``--encoder tac_cnn --out-dim 50``), the
     representation of an image is E_{P(T|X)}[h(T(X))] over every crop, normalised (``features``: E[f(T(X))]).
     """
@@ -120,7 +121,8 @@ class CRLTAC(Objective):
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1,
                 phase: str = "encoder") -> dict[str, torch.Tensor]:
-        """One phase's loss from [whole images (B, C, H, W), uniforms (B, 2m)] (``training.views.learned_crop``)."""
+        """One phase's loss from [whole images (B, C, H, W), uniforms (B, 2m)]
+        (``ident3d.training.views.learned_crop``)."""
         x, u = views
         b = x.shape[0]
         if phase == "encoder":

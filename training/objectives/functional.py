@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from training.distributed import gather_views
+from ident3d.training.distributed import gather_views
 
 
 def check_two_views(embeddings: list[torch.Tensor], min_batch: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
@@ -30,7 +30,7 @@ def global_two_views(embeddings: list[torch.Tensor]) -> tuple[torch.Tensor, torc
     """``check_two_views``, then both views gathered across DDP ranks (with gradients): the global batch.
 
     Losses with cross-sample terms (negatives, batch statistics, entropy estimates) computed on the result are
-    the single-process loss of the global batch on every rank (see ``training.distributed``). The identity
+    the single-process loss of the global batch on every rank (see ``ident3d.training.distributed``). The identity
     (plus the checks) in a single process; B >= 2 is required of the global batch.
     """
     za, zb = gather_views(*check_two_views(embeddings, min_batch=1))

@@ -13,13 +13,13 @@ from typing import Annotated, Any
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from training.decoders import build_decoder, no_decoder_error
-from training.encoder_base import Encoder
-from training.gen_encoders import to_channels
-from training.hparams import Range
-from training.objectives.base import Objective
-from training.objectives.gaussian import sample_posterior
+from ident3d.causal.errors import UserError
+from ident3d.training.decoders import build_decoder, no_decoder_error
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.gen_encoders import to_channels
+from ident3d.training.hparams import Range
+from ident3d.training.objectives.base import Objective
+from ident3d.training.objectives.gaussian import sample_posterior
 
 LOGVAR_RANGE = (-12.0, 8.0)  # clamp of the posterior log-variance: keeps exp() finite early in training
 

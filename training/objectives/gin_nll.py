@@ -15,10 +15,10 @@ import math
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from training.hparams import Positive
-from training.objectives.base import Objective
-from training.registry import OBJECTIVES
+from ident3d.causal.errors import UserError
+from ident3d.training.hparams import Positive
+from ident3d.training.objectives.base import Objective
+from ident3d.training.registry import OBJECTIVES
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 

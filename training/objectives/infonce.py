@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from training.hparams import Positive
-from training.objectives.base import Objective
-from training.objectives.functional import global_two_views
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import Positive
+from ident3d.training.objectives.base import Objective
+from ident3d.training.objectives.functional import global_two_views
+from ident3d.training.registry import OBJECTIVES
 
 
 def nt_xent(za: torch.Tensor, zb: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:

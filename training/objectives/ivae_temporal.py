@@ -1,5 +1,5 @@
 """The iVAE-style baseline of CITRIS's benchmarks as an objective of ``ident3d train``: a VAE on x_{t+1} whose prior
-is conditioned on the step's intervention targets (``training.temporal.ivae.TemporalIVAE``)."""
+is conditioned on the step's intervention targets (``ident3d.training.temporal.ivae.TemporalIVAE``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 from torch import nn
 
-from training.hparams import Count, NonNegative, Positive
-from training.objectives.transition import TransitionObjective
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import Count, NonNegative, Positive
+from ident3d.training.objectives.transition import TransitionObjective
+from ident3d.training.registry import OBJECTIVES
 
 
 @OBJECTIVES.register("ivae_temporal")
@@ -27,6 +27,6 @@ class TemporalIVAEObjective(TransitionObjective):
         super().__init__(encoder, n_vars=n_vars, lik_var=lik_var, beta=beta, prior_hidden=prior_hidden)
 
     def build(self, encoder: nn.Module, n_vars: int, hparams: dict[str, Any]) -> nn.Module:
-        from training.temporal.ivae import TemporalIVAE
+        from ident3d.training.temporal.ivae import TemporalIVAE
 
         return TemporalIVAE(encoder, n_vars, **hparams)

@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from training.distributed import gather_no_grad
-from training.hparams import Count, Positive, Unit
-from training.objectives.momentum import MomentumObjective
-from training.registry import OBJECTIVES
+from ident3d.training.distributed import gather_no_grad
+from ident3d.training.hparams import Count, Positive, Unit
+from ident3d.training.objectives.momentum import MomentumObjective
+from ident3d.training.registry import OBJECTIVES
 
 
 def moco_loss(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, tau: float) -> torch.Tensor:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from training.hparams import Positive
-from training.objectives.gaussian import simvae_terms
-from training.objectives.generative import DecoderWidth, GenerativeObjective
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import Positive
+from ident3d.training.objectives.gaussian import simvae_terms
+from ident3d.training.objectives.generative import DecoderWidth, GenerativeObjective
+from ident3d.training.registry import OBJECTIVES
 
 
 @OBJECTIVES.register("simvae")

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from training.hparams import NonNegative, Range
-from training.objectives.base import Objective
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import NonNegative, Range
+from ident3d.training.objectives.base import Objective
+from ident3d.training.registry import OBJECTIVES
 
 Whole = Annotated[int, Range(ge=0)]
 
@@ -78,7 +78,8 @@ class Supervised(Objective):
         return {**latent_targets(latents), "n_classes": int(n_classes)}
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:
-        """Loss of [images, latents (B, D), classes (B,)] (``training.views.labels``); logs MSE, CE, accuracy."""
+        """Loss of [images, latents (B, D), classes (B,)] (``ident3d.training.views.labels``); logs MSE, CE,
+        accuracy."""
         x, latents, classes = views
         out = self.head(self.encoder(x)).float()
         return supervised_loss(out, latents.float(), classes, self.latent_mean, self.latent_std, self.n_classes,

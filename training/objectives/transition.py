@@ -1,5 +1,5 @@
 """The base of objectives that learn from interventional transitions (x_t, x_{t+1}, I_{t+1}) of a sequence store:
-they take the ``next_frame_targets`` views and hand them to a temporal learner (``training.temporal``), so the
+they take the ``next_frame_targets`` views and hand them to a temporal learner (``ident3d.training.temporal``), so the
 CITRIS-style and iVAE-style models train, resume and evaluate through ``ident3d train`` like any objective."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from training.objectives.base import Objective
+from ident3d.training.objectives.base import Objective
 
 
 class TransitionObjective(Objective):

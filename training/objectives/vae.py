@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from training.hparams import NonNegative, Positive
-from training.objectives.gaussian import gaussian_nll, kl_standard_normal
-from training.objectives.generative import DecoderWidth, GenerativeObjective
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import NonNegative, Positive
+from ident3d.training.objectives.gaussian import gaussian_nll, kl_standard_normal
+from ident3d.training.objectives.generative import DecoderWidth, GenerativeObjective
+from ident3d.training.registry import OBJECTIVES
 
 
 @OBJECTIVES.register("vae")

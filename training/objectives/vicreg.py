@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from training.hparams import NonNegative, Positive
-from training.objectives.base import Objective
-from training.objectives.functional import global_two_views, off_diagonal
-from training.registry import OBJECTIVES
+from ident3d.training.hparams import NonNegative, Positive
+from ident3d.training.objectives.base import Objective
+from ident3d.training.objectives.functional import global_two_views, off_diagonal
+from ident3d.training.registry import OBJECTIVES
 
 
 def vicreg_variance(z: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Synthetic identifiability experiments (papers 000, 001, 003): latents, conditionals, mixings and sources
-that generate batches on the training device (see ``training.synthetic.base``)."""
+that generate batches on the training device (see ``ident3d.training.synthetic.base``)."""
 
-from training.synthetic.base import VectorSource
-from training.synthetic.mixing import InvertibleMixing
+from ident3d.training.synthetic.base import VectorSource
+from ident3d.training.synthetic.mixing import InvertibleMixing
 
 __all__ = ["InvertibleMixing", "VectorSource"]

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from causal.rng import stream_key
+from ident3d.causal.rng import stream_key
 
 
 class VectorSource:

@@ -20,10 +20,10 @@ import torch
 import torchvision
 from torch.nn import functional as F
 
-from causal.errors import UserError
-from causal.rng import stream_key
-from training.flows import RealNVPMixing
-from training.synthetic.base import VectorSource
+from ident3d.causal.errors import UserError
+from ident3d.causal.rng import stream_key
+from ident3d.training.flows import RealNVPMixing
+from ident3d.training.synthetic.base import VectorSource
 
 NOISE_LATENT_STD = 0.01
 EMNIST_SIZE = 28

@@ -1,4 +1,4 @@
-"""A trainer run on a synthetic source: the same ``training.trainer`` loop, objectives and checkpoints as the
+"""A trainer run on a synthetic source: the same ``ident3d.training.trainer`` loop, objectives and checkpoints as the
 image runs, with batches generated on the training device and a view maker that hands over the source's views."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from typing import Any
 
 import torch
 
-from causal.errors import UserError
-from training.objectives import OBJECTIVES
-from training.parts import Run, check_components, with_data_args
-from training.synthetic.base import VectorSource
-from training.synthetic.sources import make_source
-from training.views.labels import labels_of
+from ident3d.causal.errors import UserError
+from ident3d.training.objectives import OBJECTIVES
+from ident3d.training.parts import Run, check_components, with_data_args
+from ident3d.training.synthetic.base import VectorSource
+from ident3d.training.synthetic.sources import make_source
+from ident3d.training.views.labels import labels_of
 
 
 class VectorViews:

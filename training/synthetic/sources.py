@@ -1,4 +1,4 @@
-"""Pair sources of papers 001 and 000 (see ``training.synthetic.base`` for the protocol).
+"""Pair sources of papers 001 and 000 (see ``ident3d.training.synthetic.base`` for the protocol).
 
 ``latent_pairs`` (paper 001): z uniform on the box or sphere, z~ from a normal / Laplace / vMF conditional,
 both mixed by the same frozen invertible map. ``scm_pairs`` (paper 000 and any user SCM): z from a
@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from causal.errors import UserError
-from causal.rng import stream_key
-from training.synthetic import spaces
-from training.synthetic.base import VectorSource
-from training.synthetic.mixing import InvertibleMixing
+from ident3d.causal.errors import UserError
+from ident3d.causal.rng import stream_key
+from ident3d.training.synthetic import spaces
+from ident3d.training.synthetic.base import VectorSource
+from ident3d.training.synthetic.mixing import InvertibleMixing
 
 MIXINGS = ("mlp", "realnvp", "identity")
 
@@ -29,7 +29,7 @@ def make_mixing(kind: str, dim: int, seed: int, layers: int = 3) -> nn.Module:
     if kind == "mlp":
         return InvertibleMixing(dim, layers=layers, seed=seed)
     if kind == "realnvp":
-        from training.flows import RealNVPMixing
+        from ident3d.training.flows import RealNVPMixing
 
         return RealNVPMixing(dim, seed=seed)
     if kind == "identity":
@@ -89,10 +89,10 @@ class SCMPairs(_MixedPairs):
                  scm: str = "content_style", change: str = "style", p_change: float | None = None,
                  sigma: float | None = None, mixing: str = "mlp", mixing_layers: int = 3,
                  mixing_seed: int | None = None, scm_args: Mapping[str, Any] | None = None):
-        from causal import SCM, content_style_spec, load_scm
+        from ident3d.causal import SCM, content_style_spec, load_scm
 
         if scm == "content_style":  # paper 000's model, drawn per run seed (Sigma, B, a), with its options
-            from training.hparams import check_keywords
+            from ident3d.training.hparams import check_keywords
 
             args = {"seed": seed, **dict(scm_args or {})}
             check_keywords("scm", scm, content_style_spec, args, "scm_args key", fixed={"self"})
@@ -148,7 +148,7 @@ def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: tor
         _load_extra_sources()
     if kind not in SOURCES:
         raise UserError(f"unknown synthetic source {kind!r}; choose one of: {', '.join(sorted(SOURCES))}")
-    from training.hparams import check_keywords
+    from ident3d.training.hparams import check_keywords
 
     check_keywords("source", kind, SOURCES[kind], opts, "option", fixed={"self", "batch_size", "seed", "device"})
     return SOURCES[kind](batch_size=batch_size, seed=seed, device=device, **opts)
@@ -156,7 +156,7 @@ def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: tor
 
 def _load_extra_sources() -> None:
     """Paper 003's set sources (imported on first use: they pull in torchvision for EMNIST)."""
-    from training.synthetic.gin_data import EMNISTSets, GaussianMixtureSets
+    from ident3d.training.synthetic.gin_data import EMNISTSets, GaussianMixtureSets
 
     SOURCES.setdefault("gmm_sets", GaussianMixtureSets)
     SOURCES.setdefault("emnist_sets", EMNISTSets)

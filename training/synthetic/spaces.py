@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 SPACES = ("box", "sphere")
 CONDITIONALS = ("normal", "laplace", "vmf")

@@ -1,8 +1,8 @@
 """A CITRIS-style VAE (after Lippe et al., "CITRIS: Causal Identifiability from Temporal Intervened Sequences",
 ICML 2022) for transitions (x^t, x^{t+1}, I^{t+1}) with K causal variables and M >= K latent dimensions.
 
-Model: q(z | x) is our VAE's Gaussian posterior (``training.objectives.vae.VAE``'s encoder, log-variance head and
-mirrored decoder). Each latent dimension i belongs to one of K + 1 groups, psi(i) in {variable 1..K, psi_0: no
+Model: q(z | x) is our VAE's Gaussian posterior (``ident3d.training.objectives.vae.VAE``'s encoder, log-variance head
+and mirrored decoder). Each latent dimension i belongs to one of K + 1 groups, psi(i) in {variable 1..K, psi_0: no
 variable}, with learned probabilities softmax(theta_i). The transition prior factorises over dimensions,
     p(z^{t+1} | z^t, I^{t+1}) = prod_i p(z^{t+1}_i | z^t, I^{t+1}_{psi(i)}),
 a conditional Gaussian: N(f_i(z^t)) from an MLP f of the whole previous latent when psi(i)'s variable is not
@@ -36,11 +36,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from training.encoder_base import Encoder
-from training.objectives.gaussian import gaussian_nll, sample_posterior
-from training.objectives.vae import VAE
-from training.temporal.densities import citris_kl, gaussian_log_density, hard_prior
-from training.temporal.target_classifier import TargetClassifier
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.objectives.gaussian import gaussian_nll, sample_posterior
+from ident3d.training.objectives.vae import VAE
+from ident3d.training.temporal.densities import citris_kl, gaussian_log_density, hard_prior
+from ident3d.training.temporal.target_classifier import TargetClassifier
 
 PRIOR_LOGVAR = (-8.0, 4.0)
 

@@ -12,11 +12,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from training.encoders import build_encoder
-from training.temporal.citris_vae import CitrisVAE
-from training.temporal.ivae import TemporalIVAE
-from training.temporal.time_contrastive import TimeContrastive
-from training.temporal.transitions import Transitions
+from ident3d.training.encoders import build_encoder
+from ident3d.training.temporal.citris_vae import CitrisVAE
+from ident3d.training.temporal.ivae import TemporalIVAE
+from ident3d.training.temporal.time_contrastive import TimeContrastive
+from ident3d.training.temporal.transitions import Transitions
 
 
 class TemporalLearner(Protocol):

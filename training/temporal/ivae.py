@@ -13,10 +13,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from training.encoder_base import Encoder
-from training.objectives.gaussian import gaussian_nll, kl_gaussians
-from training.objectives.vae import VAE
-from training.temporal.citris_vae import PRIOR_LOGVAR
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.objectives.gaussian import gaussian_nll, kl_gaussians
+from ident3d.training.objectives.vae import VAE
+from ident3d.training.temporal.citris_vae import PRIOR_LOGVAR
 
 
 class TargetPrior(nn.Module):

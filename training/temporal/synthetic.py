@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from causal.dynamic import DynamicSCM
-from training.temporal.transitions import Transitions
-from training.temporal.variables import causal_variables, node_variable, variable_targets
+from ident3d.causal.dynamic import DynamicSCM
+from ident3d.training.temporal.transitions import Transitions
+from ident3d.training.temporal.variables import causal_variables, node_variable, variable_targets
 
 SLOPE = 0.2
 

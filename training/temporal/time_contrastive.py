@@ -1,6 +1,6 @@
-"""Time-contrastive baseline: the project's InfoNCE objective (SimCLR's NT-Xent, ``training.objectives.infonce``)
-with consecutive frames (x^t, x^{t+1}) as the positive pair and the other frames of the batch as negatives.
-Intervention targets are not used."""
+"""Time-contrastive baseline: the project's InfoNCE objective (SimCLR's NT-Xent,
+``ident3d.training.objectives.infonce``) with consecutive frames (x^t, x^{t+1}) as the positive pair and the other
+frames of the batch as negatives. Intervention targets are not used."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from training.encoder_base import Encoder
-from training.objectives.infonce import InfoNCE
+from ident3d.training.encoder_base import Encoder
+from ident3d.training.objectives.infonce import InfoNCE
 
 
 class TimeContrastive(nn.Module):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from causal.dynamic import DynamicSCM
+from ident3d.causal.dynamic import DynamicSCM
 
 
 def causal_variables(model: DynamicSCM) -> dict[str, list[int]]:

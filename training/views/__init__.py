@@ -1,12 +1,12 @@
-"""View makers: turn a batch of anchors into the views an objective compares (see ``training.views.base``)."""
+"""View makers: turn a batch of anchors into the views an objective compares (see ``ident3d.training.views.base``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from causal.errors import UserError
-from training.registry import VIEWS
-from training.views import (
+from ident3d.causal.errors import UserError
+from ident3d.training.registry import VIEWS
+from ident3d.training.views import (
     augment,  # noqa: F401  (registers the DA view makers)
     labels,  # noqa: F401  (registers the supervised ceiling's labels)
     latent,  # noqa: F401  (registers lt_exact, lt_nn)
@@ -14,8 +14,8 @@ from training.views import (
     paper004,  # noqa: F401  (registers paper 004's crops)
     temporal,  # noqa: F401  (registers next_frame)
 )
-from training.views.augment import DA_RECIPES, DAViewMaker
-from training.views.base import Normalize, Style, ViewMaker, to_float
+from ident3d.training.views.augment import DA_RECIPES, DAViewMaker
+from ident3d.training.views.base import Normalize, Style, ViewMaker, to_float
 
 __all__ = ["Normalize", "Style", "ViewMaker", "make_view_maker", "to_float"]
 

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import kornia.augmentation as KA
 import torch
 
-from causal.errors import UserError
-from training.registry import VIEWS
-from training.views.base import Normalize, Style, ViewMaker, resolve_targets, to_float
+from ident3d.causal.errors import UserError
+from ident3d.training.registry import VIEWS
+from ident3d.training.views.base import Normalize, Style, ViewMaker, resolve_targets, to_float
 
 if TYPE_CHECKING:
-    from causal.scm import SCM
+    from ident3d.causal.scm import SCM
 
 _SEED_HIGH = 2**62
 

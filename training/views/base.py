@@ -5,7 +5,7 @@ A batch is a dict of tensors already on the training device: ``images`` uint8 (B
 LT pairs, ``views/NAME/images`` etc. A view maker returns ``n_views`` float tensors (B, 3, H, W),
 normalised with the store's statistics: a fixed count, or, for makers with ``any_views`` (the DA makers), the
 J >= 2 of ``--n-views J`` (``TrainConfig.n_views``). View makers are registered by name in
-``training.registry.VIEWS``; ``A+B`` combines recipes (see ``training.views.make_view_maker``).
+``ident3d.training.registry.VIEWS``; ``A+B`` combines recipes (see ``ident3d.training.views.make_view_maker``).
 
 Each view maker also says what it means: which latents its views differ in (its *style*, :meth:`ViewMaker.style`;
 the rest is content), the ``NAME:ARG`` argument it takes (``arg``) and what it takes from the run before the first
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from causal.errors import UserError
+from ident3d.causal.errors import UserError
 
 if TYPE_CHECKING:
-    from causal.scm import SCM
-    from training.data import StoreBatches
-    from training.objectives.base import Objective
+    from ident3d.causal.scm import SCM
+    from ident3d.training.data import StoreBatches
+    from ident3d.training.objectives.base import Objective
 
 DEFAULT_VIEWS = 2  # --n-views default: every view maker's own count (J = 2 for the ones that take any J)
 

@@ -6,8 +6,8 @@ from typing import ClassVar
 
 import torch
 
-from training.registry import VIEWS
-from training.views.base import ViewMaker, to_float
+from ident3d.training.registry import VIEWS
+from ident3d.training.views.base import ViewMaker, to_float
 
 
 def labels_of(batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:

@@ -2,7 +2,7 @@
 
 ``lt_exact``: z~'s image was rendered exactly (``views/NAME`` in the store, ``ident3d render --views``).
 ``lt_nn``: the original Causal3DIdent method: z~ is drawn from the store's SCM and snapped to the
-nearest stored image of the same class; the dataset does the search (``training.data``) and this
+nearest stored image of the same class; the dataset does the search (``ident3d.training.data``) and this
 maker only presents the pair.
 """
 
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from causal.errors import UserError
-from training.registry import VIEWS
-from training.views.base import Normalize, Style, ViewMaker, to_float
+from ident3d.causal.errors import UserError
+from ident3d.training.registry import VIEWS
+from ident3d.training.views.base import Normalize, Style, ViewMaker, to_float
 
 if TYPE_CHECKING:
-    from causal.scm import SCM
-    from training.data import StoreBatches
-    from training.objectives.base import Objective
+    from ident3d.causal.scm import SCM
+    from ident3d.training.data import StoreBatches
+    from ident3d.training.objectives.base import Objective
 
 
 @VIEWS.register("lt_exact")
@@ -73,6 +73,6 @@ class NearestNeighbourLTViews(ViewMaker):
 
     def bind(self, dataset: StoreBatches, objective: Objective, seed: int) -> None:
         """Have the dataset draw each anchor's partner (z~ from the SCM, snapped to the nearest stored image)."""
-        from training.pairs import NearestNeighbourPairs
+        from ident3d.training.pairs import NearestNeighbourPairs
 
         dataset.pairing = NearestNeighbourPairs(dataset, self.change, seed)

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from training.registry import VIEWS
-from training.views.base import Normalize, ViewMaker, to_float
+from ident3d.training.registry import VIEWS
+from ident3d.training.views.base import Normalize, ViewMaker, to_float
 
 if TYPE_CHECKING:
-    from training.data import StoreBatches
-    from training.objectives.base import Objective
+    from ident3d.training.data import StoreBatches
+    from ident3d.training.objectives.base import Objective
 
 
 @VIEWS.register("learned_crop")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from training.registry import VIEWS
-from training.views.augment import CropStage, DAViewMaker, Stage, build_stage
+from ident3d.training.registry import VIEWS
+from ident3d.training.views.augment import CropStage, DAViewMaker, Stage, build_stage
 
 
 @VIEWS.register("paper004_grey")

@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from causal.errors import UserError
-from store.zarr_io import read_rows
-from training.registry import VIEWS
-from training.views.base import Style, ViewMaker, to_float
+from ident3d.causal.errors import UserError
+from ident3d.store.zarr_io import read_rows
+from ident3d.training.registry import VIEWS
+from ident3d.training.views.base import Style, ViewMaker, to_float
 
 if TYPE_CHECKING:
     import zarr
 
-    from causal.scm import SCM
-    from training.data import StoreBatches
-    from training.objectives.base import Objective
+    from ident3d.causal.scm import SCM
+    from ident3d.training.data import StoreBatches
+    from ident3d.training.objectives.base import Objective
 
 
 class NextFramePairs:
@@ -91,8 +91,8 @@ class NextFrameTargetViews(NextFrameViews):
         """Pair frames in time and map the store's per-node targets to its causal variables; the objective's
         ``n_vars`` must be their number."""
         super().bind(dataset, objective, seed)
-        from causal.loading import load_dynamic_scm
-        from training.temporal.variables import causal_variables, node_variable
+        from ident3d.causal.loading import load_dynamic_scm
+        from ident3d.training.temporal.variables import causal_variables, node_variable
 
         model = load_dynamic_scm(dataset.info.attrs.sequences["spec"])
         variables = causal_variables(model)
