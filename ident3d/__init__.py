@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 try:
@@ -22,6 +23,11 @@ except PackageNotFoundError:  # a source tree that was not installed
     __version__ = "0+unknown"
 
 SUBPACKAGES = ("causal", "store", "render", "ingest", "training", "evaluation", "pipelines")
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if all((_CHECKOUT / name / "__init__.py").is_file() for name in SUBPACKAGES):
+    # a source checkout (its folders beside this one): ident3d.render is its render/ folder, so a checkout on
+    # PYTHONPATH runs as itself even where another one is installed (benchmarks/goldens.py compares two that way)
+    __path__.append(str(_CHECKOUT))
 # public name -> the module that defines it
 PUBLIC = {
     "render_store": "ident3d.render.api",
@@ -30,6 +36,11 @@ PUBLIC = {
     "load_scm": "ident3d.causal.loading",
     "load_dynamic_scm": "ident3d.causal.loading",
     "UserError": "ident3d.causal.errors",
+    "open_store": "ident3d.store.view",
+    "StoreView": "ident3d.store.view",
+    "loader": "ident3d.training.loaders",
+    "StoreDataset": "ident3d.training.loaders",
+    "metrics": "ident3d.metrics",  # a module: the metrics on arrays (ident3d.metrics.r2, .mig, ...)
 }
 
 __all__ = ["__version__", *SUBPACKAGES, *PUBLIC]
@@ -37,7 +48,7 @@ __all__ = ["__version__", *SUBPACKAGES, *PUBLIC]
 
 def __getattr__(name: str) -> Any:
     """The public API and the subpackages, imported when first asked for (PEP 562)."""
-    if name in SUBPACKAGES:
+    if name in SUBPACKAGES or PUBLIC.get(name) == f"ident3d.{name}":  # a subpackage, or a public module
         return import_module(f"ident3d.{name}")
     if name in PUBLIC:
         return getattr(import_module(PUBLIC[name]), name)

@@ -70,11 +70,12 @@ def claim_cell(cell: Path, settings: Mapping[str, Any], say: Callable[[str], Non
     if cell.is_dir() and any(cell.iterdir()):
         aside = _free_name(cell)
         cell.rename(aside)
-        why = changes(old.get("settings"), settings) if old else "made before cells were keyed by their settings"
+        torn = (cell / KEY_FILE).exists()
+        why = (changes(old.get("settings"), settings) if old else f"its {KEY_FILE} is torn" if torn
+               else "made before cells were keyed by their settings")
         say(f"{cell}: {why}; moved it to {aside.name} and running the cell again")
     cell.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "settings": json.loads(canonical(settings))}
-    write_atomic(cell / KEY_FILE, lambda p: p.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n"))
+    write_marker(cell / KEY_FILE, {"key": key, "settings": json.loads(canonical(settings))})
     return aside
 
 
@@ -90,12 +91,24 @@ def keyed(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def recorded(cell: Path) -> dict[str, Any] | None:
-    """The cell's ``cell.json`` (None when missing or unreadable: the folder then counts as unkeyed)."""
+    """The cell's ``cell.json`` (None when missing or torn: the folder then counts as unkeyed)."""
+    return read_marker(cell / KEY_FILE)
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """A JSON marker that says something is done (a cell's ``cell.json``, ``report.json``, ``scores.json``, an
+    output's ``NAME.json``): its mapping, or None when it is missing or torn (cut short by a kill before markers were
+    written atomically, or garbled): a torn marker means "not done", never an error."""
     try:
-        data = json.loads((cell / KEY_FILE).read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def write_marker(path: Path, data: Mapping[str, Any]) -> None:
+    """Write a done marker atomically (whole or not at all: a kill leaves the previous state, never half a file)."""
+    write_atomic(path, lambda p: p.write_text(json.dumps(data, indent=1, default=str) + "\n"))
 
 
 def changes(old: Any, new: Mapping[str, Any], limit: int = 3) -> str:

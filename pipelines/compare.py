@@ -18,7 +18,7 @@ import numpy as np
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, chance_levels, fraction_markdown, verdict
-from ident3d.pipelines.cells import Cell, canonical, claim_cell, diverged_note, run_settings
+from ident3d.pipelines.cells import Cell, canonical, claim_cell, diverged_note, read_marker, run_settings, write_marker
 from ident3d.pipelines.experiment import (
     ExperimentKind,
     check_eval,
@@ -261,8 +261,9 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
 
     cell = Path(cell_dir)
     report_path = cell / "report.json"
-    if report_path.exists():
-        return json.loads(report_path.read_text())
+    done = read_marker(report_path)  # a torn report (a kill mid-write, before reports were atomic) is not done
+    if done is not None:
+        return done
     cell.mkdir(parents=True, exist_ok=True)
     cfg = cell_config({"train": train}, {"views": views}, seed, train_store)
     run_dir = RunDir(cell)
@@ -274,7 +275,7 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
         return {"diverged": str(exc).split(";")[0]}
     ev = {**EVAL_DEFAULTS, **evaluate}
     rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style)
-    report_path.write_text(json.dumps(rep, indent=2, default=str) + "\n")
+    write_marker(report_path, rep)
     return rep
 
 

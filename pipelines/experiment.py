@@ -81,7 +81,7 @@ def check_claim(kind: ExperimentKind, out: Path, name: str) -> None:
         if held is not None and held != name:
             raise UserError(f"{out} holds the {kind.name} experiment {held!r}, not {name!r}; choose another --out")
         entries = sorted(p.name for p in out.iterdir())
-        if held is None and (kind.marker(out).exists() or not set(entries) <= kind.outputs):
+        if held is None and not set(entries) <= kind.outputs:  # a torn marker: this kind's output, to claim again
             raise UserError(f"{out} is not empty and not an ident3d {kind.name} output (it holds "
                             f"{', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}); choose a new or empty "
                             "folder for --out")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ident3d.causal.errors import UserError
-from ident3d.pipelines.cells import Cell, claim_cell, matches, run_settings
+from ident3d.pipelines.cells import Cell, claim_cell, matches, read_marker, run_settings, write_marker
 from ident3d.pipelines.experiment import (
     ExperimentKind,
     check_eval,
@@ -133,8 +133,9 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     tc = train_config(cfg, row, seed, steps, device)
     claim_cell(cell, cell_settings(cfg, row, seed, steps))
     done = cell / "scores.json"
-    if done.exists():
-        return json.loads(done.read_text())
+    finished = read_marker(done)  # a torn marker is not done
+    if finished is not None:
+        return finished
     tc.checkpoint_every = min(tc.checkpoint_every, max(1, tc.steps // MIN_CHECKPOINTS))
     run_dir = RunDir(cell)
     resume = run_dir.start(tc, resume=run_dir.config_path.exists())  # the saved run must be this cell's
@@ -148,7 +149,7 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     rows = read_metrics(cell)
     scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")  # all runs of the cell
     scores["final_loss"] = float(rows[-1].get("loss", float("nan"))) if rows else float("nan")
-    write_atomic(done, lambda p: p.write_text(json.dumps(scores, indent=1) + "\n"))
+    write_marker(done, scores)
     return scores
 
 
@@ -305,9 +306,10 @@ class Synthetic(ExperimentKind):
         for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
             for s in cfg.get("seeds", [0]):
                 cell = cell_dir(out, row, s)
-                if ((row["name"], s) not in results and (cell / "scores.json").exists()
-                        and matches(cell, cell_settings(cfg, row, s, self.steps))):
-                    results[(row["name"], s)] = json.loads((cell / "scores.json").read_text())
+                scores = read_marker(cell / "scores.json")
+                if (row["name"], s) not in results and scores is not None and matches(
+                        cell, cell_settings(cfg, row, s, self.steps)):
+                    results[(row["name"], s)] = scores
         table = aggregate(cfg, results)
         table["seeds"] = cfg.get("seeds", [0])
         write_tables(out, {"table.json": json.dumps(table, indent=1) + "\n",

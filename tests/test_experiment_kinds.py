@@ -181,3 +181,32 @@ def test_every_kind_refuses_a_bad_worker_count_in_one_line_before_writing(tmp_pa
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and lines == [f"ident3d {command}: error: --workers must be a whole number >= 1, got 0"]
     assert not (tmp_path / "out").exists()
+
+
+def _tear(path: Path) -> None:
+    """Cut a file short, as a kill during a plain (non-atomic) write would have left it."""
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "compare"])
+def test_a_torn_done_marker_means_not_done_and_the_cell_is_redone(tmp_path, kind):
+    """Issue 34.4: a report.json cut short made every re-run of the demo a JSONDecodeError traceback. Each kind of
+    marker is torn at once (the cell's result, its cell.json key and the output's own marker): the re-run redoes
+    the cells and finishes with whole markers again."""
+    def read_marker(path: Path) -> dict | None:
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            return None
+
+    out, done = run_kind(kind, tmp_path, steps=3)
+    keys = [p.parent / "cell.json" for p in done]
+    marker = out / f"{kind}.json"
+    for path in (*done, *keys, marker):
+        _tear(path)
+        assert read_marker(path) is None
+    run_kind(kind, tmp_path, steps=3)
+    assert all(read_marker(p) is not None for p in (*done, *keys, marker))
+    assert len(list(out.rglob("*.stale-1"))) == len(done)  # a cell with a torn key is moved aside and run again
+    assert json.loads(marker.read_text())["name"] == "tiny"
