@@ -87,7 +87,12 @@ def list_components() -> str:
             lines.append(f"  {name:14s} {doc}")
             if settings := reg.settings(name):
                 lines.append(f"  {'':14s} {flag}: {settings}")
-    lines.append("  (DA recipes combine with '+', e.g. crop_large+colour, rotation+colour)")
+    from ident3d.training.views.augment import DA_RECIPES
+
+    lines.append("  (DA recipes combine with '+', e.g. crop_large+colour, rotation+colour; settings go in parentheses, "
+                 "e.g. crop_small(scale_min=0.2)+colour(strength=0.5))")
+    lines.append("DA recipe settings:")
+    lines += [f"  {name:14s} {recipe.settings() or '(no settings)'}" for name, recipe in DA_RECIPES.items()]
     return "\n".join(lines)
 
 

@@ -210,3 +210,22 @@ def test_a_torn_done_marker_means_not_done_and_the_cell_is_redone(tmp_path, kind
     assert all(read_marker(p) is not None for p in (*done, *keys, marker))
     assert len(list(out.rglob("*.stale-1"))) == len(done)  # a cell with a torn key is moved aside and run again
     assert json.loads(marker.read_text())["name"] == "tiny"
+
+
+def test_a_colour_strength_sweep_is_a_compare_config(tmp_path):
+    """Issue 34.6: the DA rows' strength is a setting of their view maker, so a sweep is rows of one compare config:
+    the cells differ in their views (and so in their weights), with the same seeds and everything else equal."""
+    import torch
+
+    from ident3d.pipelines.compare import check_config, run_compare
+
+    cfg = {**compare_cfg("sweep"), "ceiling": False,
+           "rows": [{"name": f"DA: colour x{s}", "views": f"colour(strength={s})"} for s in (0.25, 1.0)]}
+    result = run_compare(check_config(cfg, "test"), tmp_path / "sweep")
+    assert list(result["table"]) == ["DA: colour x0.25", "DA: colour x1.0"]
+    cells = [tmp_path / "sweep/cells" / f"da_colour_x{s}/seed0" for s in ("0_25", "1_0")]
+    configs = [json.loads((c / "config.json").read_text()) for c in cells]
+    assert [c["views"] for c in configs] == ["colour(strength=0.25)", "colour(strength=1.0)"]
+    assert {k: v for k, v in configs[0].items() if k != "views"} == {k: v for k, v in configs[1].items() if k != "views"}
+    weights = [torch.load(c / "checkpoint.pt", weights_only=False)["model"] for c in cells]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

@@ -182,3 +182,62 @@ def test_combination_applies_crop_then_colour():
         assert edge_corr(anchor, v).mean() < edge_corr(anchor, c).mean() - 0.3  # geometry moved
         diff = (v.mean((2, 3)) - anchor.mean((2, 3))).abs().max(1).values
         assert (diff > 0.03).float().mean() > 0.6  # colours changed
+
+
+# ---------------------------------------------------------------- settings (issue 34.6: every knob exposed)
+
+
+def test_default_settings_give_the_recipes_own_views():
+    """A recipe written with its own values is today's recipe, bit for bit (their configs and cells stay valid)."""
+    images = shapes(16, 32)
+    for spec, same in (("colour", "colour(strength=1, brightness=0.8, grey_p=0.2)"),
+                       ("crop_large", "crop_large(scale_min=0.8, flip_p=0.5)"),
+                       ("crop_small+colour", "crop_small(scale_max=1)+colour(jitter_p=0.8)")):
+        a, _ = run(spec, images, seed=3)
+        b, _ = run(same, images, seed=3)
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True)), spec
+
+
+def test_colour_strength_scales_the_jitter_range():
+    """SimCLR's strength s: brightness factors within 1 +- 0.8 s. At s = 0.25 every factor lies in [0.8, 1.2]; at the
+    default (s = 1) some lie outside, so the bound is the setting's, not any draw's."""
+    images = shapes(64, 16)
+    _, weak = run("colour(strength=0.25, jitter_p=1)", images)
+    _, full = run("colour(jitter_p=1)", images)
+    f_weak = torch.cat([weak[f"view{i}/brightness"] for i in (0, 1)])
+    f_full = torch.cat([full[f"view{i}/brightness"] for i in (0, 1)])
+    assert ((f_weak >= 0.8 - 1e-6) & (f_weak <= 1.2 + 1e-6)).all()
+    assert ((f_full < 0.8) | (f_full > 1.2)).float().mean() > 0.3
+    _, none = run("colour(grey_p=0, jitter_p=0)", images)
+    assert not any(none[f"view{i}/{k}"].any() for i in (0, 1) for k in ("grayscale", "jitter_applied"))
+
+
+def test_crop_scale_min_bounds_the_crop_area():
+    images = ramps(32, 32)
+    for spec, low in (("crop_small(scale_min=0.5)", 0.5), ("crop_small", 0.08)):
+        _, params = run(spec, images)
+        box = params["view0/crop_box"]
+        area = (box[:, 1, 0] - box[:, 0, 0] + 1) * (box[:, 2, 1] - box[:, 0, 1] + 1) / 32**2
+        assert (area >= low - 0.05).all(), spec
+    assert (area < 0.45).any()  # crop_small's own range reaches below the 0.5 floor: the floor is the setting's
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("colour(strength=-1)", "DA recipe colour's setting strength must be a finite number >= 0, got -1"),
+    ("colour(strength=2)", "strength x brightness, contrast and saturation must be at most 1"),
+    ("colour(bogus=1)", "DA recipe colour has no setting 'bogus'; it takes: strength, brightness"),
+    ("crop_large(scale_min=0)", "setting scale_min must be a finite number > 0 and <= 1, got 0"),
+    ("crop_large(scale_min=0.9, scale_max=0.5)", "needs 0 < scale_min <= scale_max"),
+    ("colour(strength 0.5)", "expected KEY=VALUE, got 'strength 0.5'"),
+    ("colour(strength=0.5", "settings go in parentheses"),
+    ("blur(sigma=1)+colour", "unknown DA recipe 'blur(sigma=1)'"),
+])
+def test_bad_settings_are_one_line(spec, message):
+    with pytest.raises(UserError, match=None) as err:
+        make_view_maker(spec, IDENTITY)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_recipes_spec_is_canonical():
+    vm = make_view_maker("colour(strength=.5)+crop_large(flip_p=0)", IDENTITY)
+    assert vm.spec == "crop_large(flip_p=0.0)+colour(strength=0.5)"

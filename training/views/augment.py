@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import kornia.augmentation as KA
 import torch
 
 from ident3d.causal.errors import UserError
+from ident3d.training.hparams import NonNegative, Positive, Range, Unit, coerce, declared, show
 from ident3d.training.registry import VIEWS
 from ident3d.training.views.base import Normalize, Style, ViewMaker, resolve_targets, to_float
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from ident3d.causal.scm import SCM
 
 _SEED_HIGH = 2**62
+Fraction = Annotated[float, Range(gt=0, le=1)]  # a share of the image's area
+HalfTurn = Annotated[float, Range(ge=0, le=0.5)]  # a hue shift, as a fraction of the colour circle
 
 
 def draw_seeds(generator: torch.Generator | None, n: int) -> list[int]:
@@ -55,7 +58,7 @@ class Stage:
     targets: tuple[str, ...] = ()  # what it changes: SCM change sets, groups or nodes (default of its kind)
 
     def __init__(self, name: str, targets: Sequence[str] | None = None):
-        self.name = name
+        self.name = self.spec = name  # spec: the recipe as written with its settings (``Recipe.build``)
         if targets is not None:
             self.targets = tuple(targets)
 
@@ -64,22 +67,31 @@ class Stage:
 
 
 class CropStage(Stage):
-    """RandomResizedCrop back to the input size (bicubic) + horizontal flip p = 0.5, drawn per view and sample."""
+    """RandomResizedCrop back to the input size (bicubic) + horizontal flip, drawn per view and sample.
+
+    Settings: the crop's area as a fraction of the image in [scale_min, scale_max], its aspect ratio in
+    [ratio_min, ratio_max] (torchvision's 3/4 to 4/3 by default), and the flip's probability ``flip_p``.
+    """
 
     kind, rank = "crop", 0
     targets = ("positions",)  # a crop (and flip) moves and rescales the scene in the frame: where things are
 
-    def __init__(self, name: str, targets: Sequence[str] | None = None, *, scale: tuple[float, float]):
+    def __init__(self, name: str, targets: Sequence[str] | None = None, *, scale_min: Fraction = 0.08,
+                 scale_max: Fraction = 1.0, ratio_min: Positive = 3 / 4, ratio_max: Positive = 4 / 3,
+                 flip_p: Unit = 0.5):
         super().__init__(name, targets)
-        self.scale = scale
+        if not 0 < scale_min <= scale_max or ratio_min > ratio_max:
+            raise UserError(f"DA recipe {name}: needs 0 < scale_min <= scale_max and ratio_min <= ratio_max, got "
+                            f"scale ({scale_min:g}, {scale_max:g}), ratio ({ratio_min:g}, {ratio_max:g})")
+        self.scale, self.ratio = (scale_min, scale_max), (ratio_min, ratio_max)
         self._crops: dict[tuple[int, int], KA.RandomResizedCrop] = {}
-        self.flip = KA.RandomHorizontalFlip(p=0.5)
+        self.flip = KA.RandomHorizontalFlip(p=flip_p)
 
     def _crop(self, size: tuple[int, int]) -> KA.RandomResizedCrop:
         """The crop module for an output size (built once per size; 'resample' mode warps the batch in one call)."""
         if size not in self._crops:
             self._crops[size] = KA.RandomResizedCrop(
-                size, scale=self.scale, ratio=(3 / 4, 4 / 3), resample="bicubic", cropping_mode="resample")
+                size, scale=self.scale, ratio=self.ratio, resample="bicubic", cropping_mode="resample")
         return self._crops[size]
 
     def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
@@ -97,18 +109,27 @@ class CropStage(Stage):
 class ColourStage(Stage):
     """ColorJitter(0.8, 0.8, 0.8, 0.2) with p = 0.8, then RandomGrayscale p = 0.2, drawn per view and sample.
 
-    kornia's ``ColorJitter`` (not ``ColorJiggle``) is used because it implements torchvision's formulas:
-    multiplicative brightness in [0.2, 1.8], contrast/saturation blends with the grayscale mean/image, and
-    torchvision's hue shift; the order of the four steps is drawn per call (shared by the batch).
+    Settings: the jitter's ``brightness``, ``contrast``, ``saturation`` and ``hue``, all scaled by ``strength``
+    (SimCLR's colour strength s: ColorJitter(0.8 s, 0.8 s, 0.8 s, 0.2 s); the scaled hue is capped at 0.5, a half
+    turn), the jitter's probability ``jitter_p`` and the grey probability ``grey_p``. kornia's ``ColorJitter`` (not
+    ``ColorJiggle``) is used because it implements torchvision's formulas: multiplicative brightness in [1 - b,
+    1 + b], contrast/saturation blends with the grayscale mean/image, and torchvision's hue shift; the order of the
+    four steps is drawn per call (shared by the batch).
     """
 
     kind, rank = "colour", 2
     targets = ("hues",)  # brightness, contrast, saturation, hue and grey change every colour, not the geometry
 
-    def __init__(self, name: str = "colour", targets: Sequence[str] | None = None):
+    def __init__(self, name: str = "colour", targets: Sequence[str] | None = None, *, strength: NonNegative = 1.0,
+                 brightness: Unit = 0.8, contrast: Unit = 0.8, saturation: Unit = 0.8, hue: HalfTurn = 0.2,
+                 jitter_p: Unit = 0.8, grey_p: Unit = 0.2):
         super().__init__(name, targets)
-        self.jitter = KA.ColorJitter(0.8, 0.8, 0.8, 0.2, p=0.8)
-        self.gray = KA.RandomGrayscale(p=0.2)
+        if strength * max(brightness, contrast, saturation) > 1:
+            raise UserError(f"DA recipe {name}: strength x brightness, contrast and saturation must be at most 1 "
+                            f"(a factor of 1 - x may not go below 0), got strength {strength:g}")
+        self.jitter = KA.ColorJitter(strength * brightness, strength * contrast, strength * saturation,
+                                     min(0.5, strength * hue), p=jitter_p)
+        self.gray = KA.RandomGrayscale(p=grey_p)
 
     def __call__(self, views: list[torch.Tensor], seed: int) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
         out, params = [], {}
@@ -166,19 +187,60 @@ class Recipe:
     params: Mapping[str, Any]
     targets: tuple[str, ...]
 
-    def build(self) -> Stage:
-        """A fresh stage (kornia modules keep per-call state: every view maker gets its own)."""
-        return self.stage(self.name, self.targets, **self.params)
+    def build(self, **settings: Any) -> Stage:
+        """A fresh stage (kornia modules keep per-call state: every view maker gets its own); ``settings`` override
+        the recipe's parameters, each checked against the stage's declaration (one line naming a bad one)."""
+        declared_ = declared(self.stage, STAGE_FIXED)
+        unknown = [k for k in settings if k not in declared_]
+        if unknown:
+            raise UserError(f"DA recipe {self.name} has no setting {unknown[0]!r}; it takes: "
+                            f"{', '.join(declared_) or 'none'}")
+        given = coerce(self.stage, settings, f"DA recipe {self.name}", "setting", STAGE_FIXED)
+        stage = self.stage(self.name, self.targets, **{**self.params, **given})
+        stage.spec = recipe_spec(self.name, given)
+        return stage
+
+    def settings(self) -> str:
+        """Its settings with this recipe's values, for ``train --list``: 'strength=1.0 (a finite number >= 0), ...'."""
+        return ", ".join(f"{k}={show(self.params.get(k, p.default))} ({p.expected(example=False)})"
+                         for k, p in declared(self.stage, STAGE_FIXED).items())
 
 
 DA_RECIPES: dict[str, Recipe] = {}  # name -> recipe: the names that combine with '+', in registration order
+STAGE_FIXED = frozenset({"name", "targets"})  # a stage's arguments that are the recipe's, not the user's settings
 
 
-def build_stage(name: str) -> Stage:
-    """A fresh stage for a registered DA recipe name."""
+def build_stage(name: str, **settings: Any) -> Stage:
+    """A fresh stage for a registered DA recipe name, with ``settings`` over its parameters."""
     if name not in DA_RECIPES:
         raise UserError(f"unknown DA recipe {name!r}; choose from {', '.join(DA_RECIPES)}")
-    return DA_RECIPES[name].build()
+    return DA_RECIPES[name].build(**settings)
+
+
+def parse_recipe(text: str) -> tuple[str, dict[str, Any]]:
+    """``"colour(strength=0.5, grey_p=0)"`` -> ("colour", {"strength": 0.5, "grey_p": 0}); a bare name has no
+    settings. Values are read as YAML numbers/booleans (``ident3d.causal.yamlnum.parse_value``)."""
+    from ident3d.causal.yamlnum import parse_value
+
+    name, paren, rest = text.strip().partition("(")
+    if not paren:
+        return name.strip(), {}
+    if not rest.endswith(")"):
+        raise UserError(f"DA recipe {text!r}: settings go in parentheses, e.g. colour(strength=0.5)")
+    settings: dict[str, Any] = {}
+    for item in filter(None, (i.strip() for i in rest[:-1].split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UserError(f"DA recipe {text!r}: expected KEY=VALUE, got {item!r}")
+        settings[key.strip()] = parse_value(value.strip())
+    return name.strip(), settings
+
+
+def recipe_spec(name: str, settings: Mapping[str, Any]) -> str:
+    """The canonical text of a recipe with settings: ``colour(grey_p=0.0,strength=0.5)`` (sorted, declared types)."""
+    if not settings:
+        return name
+    return f"{name}({','.join(f'{k}={show(v)}' for k, v in sorted(settings.items()))})"
 
 
 class DAViewMaker(ViewMaker):
@@ -200,11 +262,12 @@ class DAViewMaker(ViewMaker):
             raise UserError(f"--n-views {self.n_views}: the {fixed[0]} recipe makes exactly 2 views; use --n-views 2 "
                             f"or recipes that make J views ({takes})")
         self.stages = sorted(stages, key=lambda s: s.rank)
-        self.spec = "+".join(s.name for s in self.stages) or "none"
+        self.spec = "+".join(s.spec for s in self.stages) or "none"
 
     def build_stages(self, recipes: Sequence[str]) -> list[Stage]:
-        """The stages of the named recipes (a maker with stages of its own overrides this)."""
-        return [build_stage(r) for r in recipes]
+        """The stages of the named recipes, each ``NAME`` or ``NAME(KEY=VALUE, ...)`` (a maker with stages of its own
+        overrides this)."""
+        return [build_stage(name, **settings) for name, settings in map(parse_recipe, recipes)]
 
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
         x = to_float(batch["images"])
@@ -256,9 +319,9 @@ class NoAugment(DAViewMaker):
 
 
 register_recipe("crop_large", CropStage, "Random resized crop, scale (0.8, 1), bicubic, + horizontal flip.",
-                scale=(0.8, 1.0))
+                scale_min=0.8)
 register_recipe("crop_small", CropStage, "Random resized crop, scale (0.08, 1), bicubic, + horizontal flip.",
-                scale=(0.08, 1.0))
+                scale_min=0.08)
 register_recipe("rotation", RotationStage, "Two different rotations from {0, 90, 180, 270} degrees.")
 register_recipe("colour", ColourStage, "Colour distortion: ColorJitter(0.8, 0.8, 0.8, 0.2) p = 0.8, then grayscale "
                 "p = 0.2.")

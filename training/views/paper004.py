@@ -22,7 +22,7 @@ class Paper004Grey(DAViewMaker):
 
     def build_stages(self, recipes: Sequence[str]) -> list[Stage]:
         """Its own crop (style: positions)."""
-        return [CropStage("crop_0.4", scale=(0.4, 1.0))]
+        return [CropStage("crop_0.4", scale_min=0.4)]
 
 
 @VIEWS.register("paper004_colour")
@@ -31,4 +31,4 @@ class Paper004Colour(DAViewMaker):
 
     def build_stages(self, recipes: Sequence[str]) -> list[Stage]:
         """Its own crop (style: positions), then the colour recipe's jitter (style: hues)."""
-        return [CropStage("crop_0.6", scale=(0.6, 1.0)), build_stage("colour")]
+        return [CropStage("crop_0.6", scale_min=0.6), build_stage("colour")]
