@@ -33,6 +33,7 @@ from imaging import image_grid, psnr  # noqa: E402  (benchmarks/imaging.py, besi
 from ident3d.causal.errors import UserError  # noqa: E402
 from ident3d.render.scene import LATENT_NAMES, load_scene, pose  # noqa: E402
 from ident3d.render.settings import RenderSettings  # noqa: E402
+from ident3d.store.attrs import software_versions  # noqa: E402
 
 
 def object_mask(img: np.ndarray, background: np.ndarray, threshold: float) -> np.ndarray:
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(wrong pose {row['wrong_pose_iou']:.3f})")
     result = {
         "command": " ".join(["python", "benchmarks/fidelity_3dident.py", *argv]),
+        "blender": software_versions()["blender"],
         "resolution": int(ref.shape[1]), "samples": args.samples,
         "denoiser": "OpenImageDenoise, prefilter ACCURATE", "hue_mode": "original", "cycles_seed": 0,
         "mask_threshold": args.mask_threshold,

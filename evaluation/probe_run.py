@@ -15,10 +15,11 @@ from ident3d.causal.errors import UserError
 def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]:
     """(TrainConfig, objective with trained weights, in eval mode) of a run, built for ``image_size`` px."""
     from ident3d.store.info import store_info
+    from ident3d.store.zarr_io import store_reachable
     from ident3d.training.run_dir import RunDir, StoreData
 
     run = RunDir(Path(run_dir)).load()
-    if isinstance(run.data, StoreData) and Path(run.data.path).exists():
+    if isinstance(run.data, StoreData) and store_reachable(run.data.path):
         trained = store_info(run.data.path, allow_partial=True).image_size
         if trained != image_size:
             raise UserError(f"the run was trained on {trained} px images but the probe data has {image_size} px; "

@@ -30,6 +30,7 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     from ident3d.evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
     from ident3d.evaluation.uniformity import uniformity
     from ident3d.store.info import store_info
+    from ident3d.store.zarr_io import store_reachable
     from ident3d.training.objectives import OBJECTIVES
     from ident3d.training.run_dir import RunDir, StoreData
     from ident3d.training.trainer import pick_device
@@ -38,7 +39,7 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     cfg = run.cfg
     info = store_info(test_store)
     stored_views = info.views
-    if isinstance(run.data, StoreData) and Path(run.data.path).exists():
+    if isinstance(run.data, StoreData) and store_reachable(run.data.path):
         train_info = store_info(run.data.path, allow_partial=True)
         check_comparable(train_info, info, cfg.data)
         stored_views = train_info.views  # the pairs the run was trained on

@@ -86,6 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"give up on an unreachable --scheduler after this long (default {CONNECT_TIMEOUT_S:g})")
     p.add_argument("--retries", type=int, default=2, help="retries of a failed chunk (default 2)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--allow-blender-change", action="store_true",
+                   help="resume a store that another Blender version rendered (refused otherwise: its images would "
+                        "mix two renderers' output; the store then records both versions)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(run=run)
 
@@ -106,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
                           view_conditional=args.view_conditional, workers=args.workers, scheduler=args.scheduler,
                           retries=args.retries, overwrite=args.overwrite,
                           progress=not args.no_progress, connect_timeout=args.connect_timeout,
-                          meshes_dir=args.meshes_dir, threads=args.threads)
+                          meshes_dir=args.meshes_dir, threads=args.threads,
+                          allow_blender_change=args.allow_blender_change)
     return summarize(report)
 
 
@@ -147,7 +151,8 @@ def render_sequence_args(args: argparse.Namespace) -> RenderReport:
                             sequences_per_chunk=args.sequences_per_chunk, workers=args.workers,
                             scheduler=args.scheduler, threads=args.threads, retries=args.retries,
                             overwrite=args.overwrite, progress=not args.no_progress,
-                            connect_timeout=args.connect_timeout, meshes=args.meshes, meshes_dir=args.meshes_dir)
+                            connect_timeout=args.connect_timeout, meshes=args.meshes, meshes_dir=args.meshes_dir,
+                            allow_blender_change=args.allow_blender_change)
 
 
 def render_settings_args(args: argparse.Namespace) -> dict[str, object]:

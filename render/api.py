@@ -46,7 +46,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                  scheduler: str | None = None, retries: int = 2, overwrite: bool = False,
                  progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
                  meshes_dir: MeshesDirArg = None, threads: int | None = None,
-                 view_conditional: str | None = None) -> RenderReport:
+                 view_conditional: str | None = None, allow_blender_change: bool = False) -> RenderReport:
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
     Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local processes (None:
@@ -54,7 +54,8 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
     ``scheduler`` address (given up after ``connect_timeout`` seconds, before anything is written); ``threads``
     Cycles threads per worker (None: the cores split evenly between local workers; with a scheduler, each
     worker's Dask thread count); ``retries`` of a failing
-    chunk; ``overwrite`` an existing store made with other settings. Failed chunks are listed in the report
+    chunk; ``overwrite`` an existing store made with other settings; ``allow_blender_change``: resume a store another
+    Blender version rendered (refused otherwise: the images would differ). Failed chunks are listed in the report
     (``report.ok`` is False); re-running retries them. Errors no retry can fix (a bad mesh, a full disk) stop the
     run with a one-line ``UserError``; finished chunks are kept, so a re-run resumes.
     """
@@ -63,7 +64,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
                        view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
-               connect_timeout=float(connect_timeout), threads=threads)
+               connect_timeout=float(connect_timeout), threads=threads, allow_blender_change=allow_blender_change)
 
 
 def check_run_args(workers: int | None, threads: int | None, retries: int, connect_timeout: float) -> None:

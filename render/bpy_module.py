@@ -12,7 +12,11 @@ import os
 import sys
 from pathlib import Path
 
-import bpy  # noqa: F401  (must come before bmesh and mathutils, which it makes importable)
+from ident3d.render.settings import check_blender
+
+check_blender()  # a Python without bpy (3.12): one line instead of an ImportError in a worker's traceback
+
+import bpy  # noqa: E402, F401  (must come before bmesh and mathutils, which it makes importable)
 
 # bpy (module build) keeps this capsule in a few modules' namespaces (bpy.types, _bpy); when the last reference
 # goes, its destructor runs Blender's exit (main_python_exit -> WM_exit_ex), in whichever thread drops it.

@@ -33,6 +33,7 @@ from ident3d.store.zarr_io import (
     open_store,
     row_arrays,
     sequence_layout,
+    url_target,
 )
 
 
@@ -68,29 +69,40 @@ class CheckReport:
 
 
 def refuse_inner_node(path: str) -> None:
-    """A local path to an array or group inside a store (``STORE/images``, ``STORE/views/hues``) is one line naming
-    the store to give instead (Zarr's own words would be "An array already exists ... at path .")."""
-    if is_url(path):
-        return
-    here = Path(path)
-    node = _zarr_node(here)
+    """A path or URL to an array or group inside a store (``STORE/images``, ``s3://bucket/STORE/views/hues``) is one
+    line naming the store to give instead (Zarr's own words would be "An array already exists ... at path .")."""
+    chain, read = _node_chain(path)
+    node = _zarr_node(read, chain[0][0])
     if node is None or node.get("attributes", {}).get("format_version") is not None:
         return
-    for parent in here.resolve().parents:
-        outer = _zarr_node(parent)
+    for where, name in chain[1:]:
+        outer = _zarr_node(read, where)
         if outer is None:
             return
         if outer.get("node_type") == "group" and outer.get("attributes", {}).get("format_version") is not None:
-            inner = here.resolve().relative_to(parent).as_posix()
-            raise UserError(f"{path} is the {node.get('node_type', 'node')} {inner!r} inside the store {parent}, not "
-                            f"a store; give the store: ident3d check {parent}")
+            inner = chain[0][0][len(where):].strip("/")
+            raise UserError(f"{path} is the {node.get('node_type', 'node')} {inner!r} inside the store {name}, not "
+                            f"a store; give the store: ident3d check {name}")
 
 
-def _zarr_node(folder: Path) -> dict | None:
-    """The metadata of the Zarr node at ``folder`` (its zarr.json), or None when there is none."""
+def _node_chain(path: str) -> tuple[list[tuple[str, str]], Callable[[str], bytes]]:
+    """The folders from ``path`` up to the top, as (location, name to print), and how to read a file at a location:
+    resolved local folders, or the prefixes of a URL (``s3://b/x.zarr/images``, ``s3://b/x.zarr``, ``s3://b``)."""
+    if not is_url(path):
+        here = Path(path).resolve()
+        return [(str(q), str(q)) for q in [here, *here.parents]], lambda f: Path(f).read_bytes()
+    fs, root = url_target(path)
+    parts = root.rstrip("/").split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(len(parts), 0, -1) if parts[:i] != [""]]
+    return [(q, fs.unstrip_protocol(q)) for q in prefixes], fs.cat_file
+
+
+def _zarr_node(read: Callable[[str], bytes], folder: str) -> dict | None:
+    """The metadata of the Zarr node at ``folder`` (its zarr.json, read with ``read``), or None when there is none
+    (or it cannot be read: opening the store then says why)."""
     try:
-        data = json.loads((folder / "zarr.json").read_text())
-    except (OSError, ValueError):
+        data = json.loads(read(f"{folder.rstrip('/')}/zarr.json"))
+    except Exception:  # noqa: BLE001 - missing, unreadable or not JSON: not a node
         return None
     return data if isinstance(data, dict) else None
 

@@ -33,7 +33,8 @@ import numpy as np
 
 from ident3d.causal import SCM, Samples, load_scm, rng
 from ident3d.causal.errors import UserError
-from ident3d.store.attrs import StoreAttrs
+from ident3d.render.settings import check_blender
+from ident3d.store.attrs import StoreAttrs, check_blender_resume
 from ident3d.store.memory import check_fits, gb
 from ident3d.store.zarr_io import (
     ChunkData,
@@ -397,7 +398,7 @@ def check_bookkeeping(job: RenderJob, available: int | None = None, free_disk: i
 
 def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = None, overwrite: bool = False,
         retries: int = 2, progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
-        threads: int | None = None) -> RenderReport:
+        threads: int | None = None, allow_blender_change: bool = False) -> RenderReport:
     """Create or resume the store, render every chunk not yet done, and report what happened.
 
     ``workers=None``: :func:`default_workers` for the plan's resolution and device (ignored with a ``scheduler``,
@@ -407,15 +408,18 @@ def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = No
     stop the run with a one-line ``UserError``; Ctrl-C stops it with a ``KeyboardInterrupt`` saying how many chunks
     are done (counted once the workers stopped). Finished chunks are kept either way, so re-running resumes. Ctrl-C
     while the store is prepared, before any chunk renders, removes a store this run created (:func:`prepare_store`).
+    Resuming a store another Blender rendered is refused unless ``allow_blender_change``.
     """
     job = plan.job
+    if scheduler is None:  # local workers need bpy here; a cluster's workers say so themselves (bpy_module)
+        check_blender()
     device = str(job.settings.get("device", "cpu"))
     workers = workers or default_workers(int(plan.layout["height"]), device)
     check_bookkeeping(job)
     check_memory(plan.layout, 1 if scheduler else workers)
     client = connect(scheduler, connect_timeout) if scheduler else None
     try:
-        return _run(plan, client, workers, threads, overwrite, retries, progress)
+        return _run(plan, client, workers, threads, overwrite, retries, progress, allow_blender_change)
     except OSError as exc:  # the driver's own writes (store creation, given latents) on a full disk
         if exc.errno != errno.ENOSPC:
             raise
@@ -427,11 +431,11 @@ def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = No
 
 
 def _run(plan: RenderPlan, client: Any, workers: int, threads: int | None, overwrite: bool, retries: int,
-         progress: bool) -> RenderReport:
+         progress: bool, allow_blender_change: bool = False) -> RenderReport:
     """The body of :func:`run` once the scheduler (if any) answered: prepare the store, render what is not done
     in this process or on a cluster (a local one started here when more than one worker is wanted)."""
     job = plan.job
-    group, done = prepare_store(plan, overwrite)
+    group, done = prepare_store(plan, overwrite, allow_blender_change)
     todo = np.flatnonzero(~done)
     report = RenderReport([], np.flatnonzero(done).tolist(), {}, 0, 0.0, out=job.out, n=job.n,
                           n_chunks=job.n_chunks)
@@ -491,7 +495,7 @@ class HeldInterrupt:
             self._previous = None
 
 
-def prepare_store(plan: RenderPlan, overwrite: bool) -> tuple[Any, np.ndarray]:
+def prepare_store(plan: RenderPlan, overwrite: bool, allow_blender_change: bool = False) -> tuple[Any, np.ndarray]:
     """Create the store or reopen it to resume, read which chunks are done and write the given latents of the
     others, in blocks of ``DONE_BLOCK`` chunks with Ctrl-C held until a block ends (:class:`HeldInterrupt`);
     returns the group and the done flags. A store created here has none done: its flags are not read.
@@ -500,6 +504,8 @@ def prepare_store(plan: RenderPlan, overwrite: bool) -> tuple[Any, np.ndarray]:
     run created (new, or replaced with ``overwrite``) is removed, an empty folder given as ``out`` is left empty,
     so re-running starts afresh; a store being resumed (or any store at a URL) is kept, complete in its arrays
     (creating them is never cut short) and with its given latents rewritten at every start, so re-running resumes.
+    A store with chunks left to render that another Blender made is refused before anything is written, unless
+    ``allow_blender_change`` (``ident3d.store.attrs.check_blender_resume``); a complete one is only skipped.
     """
     out = plan.job.out
     local = not is_url(out)
@@ -509,6 +515,8 @@ def prepare_store(plan: RenderPlan, overwrite: bool) -> tuple[Any, np.ndarray]:
         try:
             group = prepare(out, plan.attrs, plan.layout, overwrite)
             done = np.zeros(plan.job.n_chunks, bool) if fresh else read_done(group, held.check)
+            if not fresh and not done.all():
+                check_blender_resume(group, allow_blender_change, out)
             if plan.latents is not None:
                 todo = np.flatnonzero(~done)
                 for start in range(0, len(todo), DONE_BLOCK):

@@ -99,11 +99,11 @@ def render_sequences(out: str | Path, scm: Any = "temporal_causal3dident", seque
                      sequences_per_chunk: int = 8, workers: int | None = None, scheduler: str | None = None,
                      threads: int | None = None, retries: int = 2, overwrite: bool = False, progress: bool = True,
                      connect_timeout: float = CONNECT_TIMEOUT_S, meshes: Any = None,
-                     meshes_dir: Any = None) -> RenderReport:
+                     meshes_dir: Any = None, allow_blender_change: bool = False) -> RenderReport:
     """Render (or resume) a sequence store; arguments as :func:`plan_sequences`, plus where to run (as
     ``ident3d.render.render_store``)."""
     check_run_args(workers, threads, retries, connect_timeout)
     plan = plan_sequences(out, scm, sequences, length, seed, scene, settings, preset, sequences_per_chunk, meshes,
                           meshes_dir)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
-               connect_timeout=float(connect_timeout), threads=threads)
+               connect_timeout=float(connect_timeout), threads=threads, allow_blender_change=allow_blender_change)

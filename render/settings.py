@@ -1,7 +1,10 @@
-"""Render settings (resolution, samples, denoiser, bounces, threads, device) and named presets; no bpy here."""
+"""Render settings (resolution, samples, denoiser, bounces, threads, device), named presets and whether this Python
+can render at all (has bpy); no bpy import here."""
 
 from __future__ import annotations
 
+import importlib.util
+import platform
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -10,6 +13,8 @@ from ident3d.causal.errors import UserError
 DEVICES = ("auto", "cpu", "gpu")
 PREFILTERS = ("NONE", "FAST", "ACCURATE")
 HUE_MODES = ("wrap", "original")
+# the Pythons Blender publishes bpy (Blender as a module) for, and the bpy each gets (pyproject.toml's markers)
+BPY_LINES = {"3.11": "5.0", "3.13": "5.3"}
 
 
 @dataclass(frozen=True)
@@ -58,3 +63,14 @@ def render_settings(preset: str = "fast", **overrides: Any) -> RenderSettings:
     if unknown:
         raise UserError(f"unknown render setting(s) {sorted(unknown)}")
     return replace(PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None})
+
+
+def check_blender() -> None:
+    """Refuse to render, in one line, where bpy is not installed (Python 3.12 has no bpy build): checked by the
+    driver before a store is created and by a worker before it imports bpy, so no one sees an ImportError."""
+    if importlib.util.find_spec("bpy") is not None:
+        return
+    lines = " or ".join(f"Python {py} (bpy {bl})" for py, bl in BPY_LINES.items())
+    raise UserError(f"rendering needs Blender as a Python module (bpy), which this Python {platform.python_version()} "
+                    f"does not have; bpy exists for {lines}: render in a virtual environment of one of those "
+                    "(stores rendered there train and score here)")

@@ -156,8 +156,26 @@ def software_versions() -> dict[str, str]:
         try:
             out["blender" if pkg == "bpy" else pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
-            out[pkg] = "unknown"
+            out["blender" if pkg == "bpy" else pkg] = "unknown"
     return out
+
+
+BLENDER_SEP = ", "  # between the Blender versions of a store resumed with --allow-blender-change
+
+
+def check_blender_resume(group: Any, allow: bool, where: str) -> None:
+    """Resuming a store rendered by another Blender (its ``software`` stamp) mixes two renderers' images: refused in
+    one line unless ``allow``; allowed, the stamp then lists every version that rendered into it ("5.0.1, 5.3.0"),
+    and any of them may resume it. A stamp or a Python without bpy ("unknown") is not compared."""
+    recorded = read_attrs(group, where).software
+    had, now = recorded.get("blender", "unknown"), software_versions()["blender"]
+    if "unknown" in (had, now) or now in had.split(BLENDER_SEP):
+        return
+    if not allow:
+        raise UserError(f"{where} was rendered with Blender {had} but this is Blender {now}, whose images may differ; "
+                        "resume it where it was made, render into another --out, or pass --allow-blender-change "
+                        "to mix the two")
+    group.attrs["software"] = {**recorded, "blender": f"{had}{BLENDER_SEP}{now}"}
 
 
 def read_attrs(group: Any, where: str | None = None) -> StoreAttrs:

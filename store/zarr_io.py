@@ -80,9 +80,81 @@ def _check_local_target(path: str) -> None:
         raise UserError(f"cannot write the store {path}: {parent} is not writable; choose another --out")
 
 
+def url_target(path: str) -> tuple[Any, str]:
+    """The fsspec file system and root path of a store URL, without cached listings (answers are current, also after
+    another process wrote); an unknown protocol or a missing backend (s3fs for ``s3://``) is one line saying what to
+    install."""
+    import fsspec
+
+    try:
+        return fsspec.core.url_to_fs(path, use_listings_cache=False)
+    except ImportError as exc:
+        raise UserError(f"cannot open {path}: {exc} (for s3:// URLs: pip install 'ident3d[s3]')") from None
+    except Exception as exc:  # noqa: BLE001 - an unknown protocol, bad URL options
+        raise UserError(f"cannot open {path}: {decode_error(exc)}") from None
+
+
+def url_failure(path: str, exc: BaseException) -> UserError:
+    """A backend error on a store URL as one line with the way out: access denied names the credentials and the
+    endpoint to check; anything else is the backend's words and the URL and endpoint to check."""
+    why = decode_error(exc)
+    if isinstance(exc, PermissionError):
+        return UserError(f"access to {path} was denied ({why}); check the credentials (for s3://: AWS_ACCESS_KEY_ID "
+                         "and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and the endpoint (AWS_ENDPOINT_URL)")
+    return UserError(f"cannot reach {path} ({why}); check the URL and the endpoint (for s3://: AWS_ENDPOINT_URL)")
+
+
+def store_exists(path: str) -> bool:
+    """Whether ``path`` (local path or fsspec URL) holds a Zarr group (its zarr.json). For a URL, "no" is only
+    the backend's "not found": any other error (credentials, network) is a :class:`UserError`, never "absent", so
+    a store is never taken for missing and created over."""
+    if not is_url(path):
+        return (Path(path) / "zarr.json").is_file()
+    fs, root = url_target(path)
+    try:
+        return bool(fs.exists(f"{root}/zarr.json"))
+    except Exception as exc:  # noqa: BLE001 - every backend error is one line
+        raise url_failure(path, exc) from None
+
+
+def store_reachable(path: str) -> bool:
+    """Whether a store may be read at ``path``: a local path that exists, or a URL holding a store that the
+    credentials can read (no error: for optional checks against a store that may be gone, e.g. a run's training
+    store)."""
+    if not is_url(path):
+        return Path(path).exists()
+    try:
+        return store_exists(path)
+    except UserError:
+        return False
+
+
+def _check_url_target(path: str, overwrite: bool) -> None:
+    """Refuse, before anything is written, a store URL whose bucket does not exist, that names an object (a file),
+    or (without ``overwrite``) a non-empty prefix that is not a store: creating the store there would delete it."""
+    fs, root = url_target(path)
+    bucket = root.split("/")[0] if not root.startswith("/") and "://" not in root and "/" in root.strip("/") else ""
+    try:
+        if bucket and not fs.exists(bucket):
+            raise UserError(f"the bucket {path.split('://')[0]}://{bucket} of {path} does not exist (or the "
+                            "credentials cannot see it); create it first, or choose another --out")
+        if fs.isfile(root):
+            raise UserError(f"{path} exists and is a file, not a store; choose another --out")
+        try:
+            held = fs.ls(root, detail=False)
+        except FileNotFoundError:
+            held = []
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise url_failure(path, exc) from None
+    if held and not overwrite:
+        raise UserError(f"{path} is a non-empty folder that is not a store; choose another --out")
+
+
 def open_store(path: str, mode: str = "r") -> zarr.Group:
     """Open an existing ident3d store (local path or fsspec URL)."""
-    if not is_url(path) and not (Path(path) / "zarr.json").is_file():
+    if not store_exists(path):
         raise UserError(f"{path} is not a Zarr store (no zarr.json); render one with `ident3d render`")
     try:
         group = zarr.open_group(path, mode=mode)
@@ -101,7 +173,9 @@ def prepare(path: str, attrs: StoreAttrs, layout: Mapping[str, Any], overwrite: 
     url = is_url(path)
     if not url:
         _check_local_target(path)
-    exists = (Path(path) / "zarr.json").is_file() if not url else _url_exists(path)
+    exists = store_exists(path)
+    if url and not exists:
+        _check_url_target(path, overwrite)
     if exists and not overwrite:
         group = open_store(path, mode="r+")
         diff = StoreAttrs.from_attrs(dict(group.attrs), path).differences(attrs)
@@ -120,14 +194,6 @@ def prepare(path: str, attrs: StoreAttrs, layout: Mapping[str, Any], overwrite: 
     return _create(path, attrs, layout)
 
 
-def _url_exists(path: str) -> bool:
-    try:
-        zarr.open_group(path, mode="r")
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
 IMAGE_LEVEL = 9  # zstd level of image chunks unless a layout says otherwise (imports may trade size for speed)
 
 
@@ -137,6 +203,8 @@ def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Gro
     try:
         group = zarr.open_group(path, mode="w", attributes=attrs.to_attrs())
     except Exception as exc:  # noqa: BLE001
+        if is_url(path):
+            raise url_failure(path, exc) from None
         raise UserError(f"cannot create the store {path}: {exc}") from None
     prefixes = [""] + [f"views/{v}/" for v in layout.get("views", [])]
     for pre in prefixes:
@@ -282,8 +350,12 @@ def read_rows(array: zarr.Array, sel: int | slice, path: str) -> np.ndarray:
 
 def store_name(group: zarr.Group) -> str:
     """A readable name of a group's store for messages (its local path or URL)."""
-    root = getattr(group.store, "root", None)
-    return str(root) if root is not None else str(group.store)
+    store = group.store
+    root = getattr(store, "root", None)
+    if root is not None:
+        return str(root)
+    fs, where = getattr(store, "fs", None), getattr(store, "path", None)  # an fsspec store: its URL
+    return fs.unstrip_protocol(where) if fs is not None and where is not None else str(store)
 
 
 def view_names(group: zarr.Group) -> list[str]:

@@ -434,8 +434,8 @@ def test_doc_examples_run(doc: Path, workspace: Workspace) -> None:
 
 
 def readme_block(contains: str) -> Block:
-    """The README's runnable example that contains ``contains``."""
-    return next(b for b in parse_doc(ROOT / "README.md") if contains in b.text and b.skip is None)
+    """The first runnable example of the documents (in reading order) that contains ``contains``."""
+    return next(b for doc in DOCS for b in parse_doc(doc) if contains in b.text and b.skip is None)
 
 
 def broken_copy(tmp_path: Path, b: Block, old: str, new: str) -> Block:
@@ -456,7 +456,7 @@ def broken_copy(tmp_path: Path, b: Block, old: str, new: str) -> Block:
 ], ids=["bash", "yaml", "python"])
 def test_a_broken_example_fails_naming_its_line(tmp_path: Path, contains: str, old: str, new: str,
                                                 message: str) -> None:
-    """A copy of a README example with one mistake fails the run, naming the document, the line and the example."""
+    """A copy of a documented example with one mistake fails the run, naming the document, the line and the example."""
     b = broken_copy(tmp_path, readme_block(contains), old, new)
     with pytest.raises(pytest.fail.Exception, match=message):
         run_blocks([b], new_workspace(tmp_path / "work"), [])

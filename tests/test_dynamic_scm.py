@@ -276,8 +276,8 @@ def test_readme_example_is_a_valid_dynamic_spec():
 
     from ident3d.causal import parse_spec
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = text.split("### Dynamic SCMs (sequences)")[1].split("```yaml\n")[1].split("```")[0]
+    text = (Path(__file__).resolve().parents[1] / "docs" / "causal.md").read_text()
+    block = text.split("## Dynamic SCMs (sequences)")[1].split("```yaml\n")[1].split("```")[0]
     model = load_dynamic_scm(parse_spec(block))
     assert model.nodes["x"].lag_parents == ("x",) and model.nodes["y"].parents == ("x",)
     assert model.rollout(4, 5, seed=0).latents.shape == (4, 5, 2)

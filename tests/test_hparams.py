@@ -99,8 +99,21 @@ def test_direct_construction_checks_and_converts_the_declaration():
     from ident3d.training.encoders import build_encoder
     from ident3d.training.objectives import OBJECTIVES
 
-    obj = OBJECTIVES.get("infonce")(build_encoder("cnn", 4, 32), tau=1)
-    assert obj.tau == 1.0 and isinstance(obj.hparams["tau"], float)
+    seen = {}
+
+    @OBJECTIVES.register("test_seen_tau")
+    class Seen(OBJECTIVES.get("infonce")):
+        """Test only: records the tau its __init__ receives."""
+
+        def __init__(self, encoder, *, tau: float = 0.5):
+            seen["tau"] = tau
+            super().__init__(encoder, tau=tau)
+
+    try:
+        obj = OBJECTIVES.get("test_seen_tau")(build_encoder("cnn", 4, 32), tau=1)
+    finally:
+        OBJECTIVES.unregister("test_seen_tau")
+    assert obj.tau == 1.0 and type(seen["tau"]) is float  # converted to the declared type before __init__ runs
     with pytest.raises(UserError, match="objective beta_vae's hyperparameter decoder_width must be a whole number >= 16"):
         OBJECTIVES.get("beta_vae")(build_encoder("cnn", 4, 32), decoder_width=8)
 

@@ -7,8 +7,6 @@ from typing import Any
 from ident3d.causal.errors import UserError
 from ident3d.store.info import StoreInfo, image_stats, store_info, store_latents
 from ident3d.training.data import StoreBatches, make_loader
-from ident3d.training.encoder_base import Encoder
-from ident3d.training.encoders import build_encoder
 from ident3d.training.objectives import OBJECTIVES
 from ident3d.training.parts import (
     Run,
@@ -20,11 +18,6 @@ from ident3d.training.parts import (
 )
 from ident3d.training.run_dir import StoreData, SyntheticData, data_spec, normalizer
 from ident3d.training.views import ViewMaker, make_view_maker
-
-
-def build_encoder_for(cfg: Any, info: StoreInfo) -> Encoder:
-    """The run's encoder for the store's image size."""
-    return build_encoder(cfg.encoder, cfg.out_dim, info.image_size, cfg.constraint, **cfg.encoder_args)
 
 
 def build_views(cfg: Any, info: StoreInfo) -> ViewMaker:

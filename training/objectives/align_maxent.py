@@ -58,7 +58,7 @@ class AlignMaxEnt(Objective):
 
     def __init__(self, encoder: nn.Module, *, lam: NonNegative = 1.0, entropy: Literal["kl", "uniformity"] = "kl",
                  k: Count = 1, t: Positive = 2.0):
-        super().__init__(encoder, lam=lam, entropy=entropy, k=k, t=t)
+        super().__init__(encoder)
         self.lam, self.entropy, self.k, self.t = float(lam), entropy, int(k), float(t)
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:

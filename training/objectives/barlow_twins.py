@@ -36,7 +36,7 @@ class BarlowTwins(Objective):
     """
 
     def __init__(self, encoder: nn.Module, *, lambd: NonNegative = 0.0051, eps: NonNegative = 1e-5):
-        super().__init__(encoder, lambd=lambd, eps=eps)
+        super().__init__(encoder)
         self.lambd, self.eps = float(lambd), float(eps)
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -25,10 +25,9 @@ class Objective(nn.Module):
     data_args: ClassVar[tuple[str, ...]] = ()  # hyperparameters its ``store_args`` fills in from the data
     phases: tuple[str, ...] = ()  # alternating updates: the trainer takes one optimiser step per named phase
 
-    def __init__(self, encoder: nn.Module, **hparams: Any):
+    def __init__(self, encoder: nn.Module):
         super().__init__()
         self.encoder = encoder
-        self.hparams = hparams
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:
         """Encode every view and return {"loss": scalar, ...logged scalars}."""

@@ -50,7 +50,7 @@ class BYOL(MomentumObjective):
     ):
         dim = int(encoder.out_dim)
         hidden = 4 * dim if pred_hidden is None else int(pred_hidden)
-        super().__init__(encoder, pred_hidden=hidden, momentum_start=momentum_start, momentum_end=momentum_end)
+        super().__init__(encoder)
         self.init_momentum(encoder, momentum_start, momentum_end)
         self.predictor = make_predictor(dim, hidden)
         param = next(encoder.parameters(), None)

@@ -102,8 +102,7 @@ class CRLTAC(Objective):
                  entropy_weight: NonNegative = 0.0025, train_channel: bool = True, crop: Count | None = None,
                  stride: Count | None = None, top: Count = 8, channel_bound: Literal["jensen", "exact"] = "exact",
                  channel_net: Literal["fast", "paper"] = "fast"):
-        super().__init__(encoder, beta=beta, m=m, entropy_weight=entropy_weight, train_channel=train_channel,
-                         crop=crop, stride=stride, top=top, channel_bound=channel_bound, channel_net=channel_net)
+        super().__init__(encoder)
         self.jensen = channel_bound == "jensen"
         if not isinstance(encoder, Encoder) or not encoder.image_size:
             raise UserError("crl_tac needs an image encoder (e.g. --encoder tac_cnn)")

@@ -31,7 +31,7 @@ class GenerativeObjective(Objective):
     """Shared parts of vae, beta_vae, cr_vae and simvae (not registered itself)."""
 
     def __init__(self, encoder: nn.Module, **hparams: Any):
-        super().__init__(encoder, **hparams)
+        super().__init__(encoder)
         if not isinstance(encoder, Encoder):  # it declares the feature width and the mirror decoder used below
             raise no_decoder_error(encoder)
         if encoder.constraint != "none":

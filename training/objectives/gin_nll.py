@@ -47,7 +47,7 @@ class GINNLL(Objective):
     def __init__(self, encoder: nn.Module, *, eps: Positive = 1e-8):
         if not callable(getattr(encoder, "log_det", None)):
             raise UserError("objective gin_nll needs an invertible encoder with a log-determinant; use --encoder gin")
-        super().__init__(encoder, eps=eps)
+        super().__init__(encoder)
         self.eps = float(eps)
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1) -> dict[str, torch.Tensor]:

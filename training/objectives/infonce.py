@@ -36,7 +36,7 @@ class InfoNCE(Objective):
     """
 
     def __init__(self, encoder: nn.Module, *, tau: Positive = 1.0):
-        super().__init__(encoder, tau=tau)
+        super().__init__(encoder)
         self.tau = float(tau)
 
     def loss(self, embeddings: list[torch.Tensor]) -> dict[str, torch.Tensor]:

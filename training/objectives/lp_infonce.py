@@ -119,10 +119,7 @@ class LpInfoNCE(Objective):
     ):
         if p is None:
             p = CONDITIONAL_P[conditional]
-        super().__init__(
-            encoder, p=p, conditional=conditional, tau=tau, negatives=negatives, symmetric=symmetric, alpha=alpha,
-            simclr_compat=simclr_compat,
-        )
+        super().__init__(encoder)
         self.p, self.tau, self.negatives = float(p), float(tau), negatives
         self.symmetric, self.alpha, self.simclr_compat = bool(symmetric), float(alpha), bool(simclr_compat)
 

@@ -52,9 +52,7 @@ class MoCoV2(MomentumObjective):
         momentum_start: Unit = 0.99,
         momentum_end: Unit = 0.999,
     ):
-        super().__init__(
-            encoder, tau=tau, queue_size=queue_size, momentum_start=momentum_start, momentum_end=momentum_end
-        )
+        super().__init__(encoder)
         self.tau = float(tau)
         self.init_momentum(encoder, momentum_start, momentum_end)
         param = next(encoder.parameters(), None)

@@ -61,8 +61,7 @@ class Supervised(Objective):
 
     def __init__(self, encoder: nn.Module, *, class_weight: NonNegative = 1.0, n_classes: Whole = 0,
                  latent_mean: Sequence[float] | None = None, latent_std: Sequence[float] | None = None):
-        super().__init__(encoder, class_weight=class_weight, n_classes=n_classes, latent_mean=latent_mean,
-                         latent_std=latent_std)
+        super().__init__(encoder)
         mean = torch.tensor(list(latent_mean or [0.0]), dtype=torch.float32)
         std = torch.tensor(list(latent_std or [1.0] * mean.numel()), dtype=torch.float32)
         if std.shape != mean.shape or not bool((std > 0).all()):

@@ -20,7 +20,7 @@ class TransitionObjective(Objective):
     view_maker: ClassVar[str | None] = "next_frame_targets"
 
     def __init__(self, encoder: nn.Module, *, n_vars: int, **hparams: Any):
-        super().__init__(encoder, n_vars=n_vars, **hparams)
+        super().__init__(encoder)
         self.n_vars = int(n_vars)
         self.learner = self.build(encoder, self.n_vars, hparams)
 

@@ -55,7 +55,7 @@ class VICReg(Objective):
         cov_coeff: NonNegative = 1.0,
         eps: Positive = 1e-4,
     ):
-        super().__init__(encoder, sim_coeff=sim_coeff, std_coeff=std_coeff, cov_coeff=cov_coeff, eps=eps)
+        super().__init__(encoder)
         self.sim_coeff, self.std_coeff, self.cov_coeff = float(sim_coeff), float(std_coeff), float(cov_coeff)
         self.eps = float(eps)
 

@@ -133,11 +133,6 @@ class SCMPairs(_MixedPairs):
 SOURCES: dict[str, Callable[..., VectorSource]] = {"latent_pairs": LatentPairs, "scm_pairs": SCMPairs}
 
 
-def register_source(name: str, factory: Callable[..., VectorSource]) -> None:
-    """Add a source kind (e.g. the GIN sets of paper 003) under ``name``."""
-    SOURCES[name] = factory
-
-
 def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: torch.device | str) -> VectorSource:
     """A source from its config mapping {kind: NAME, ...options}; unknown kinds/options are one-line errors."""
     if not isinstance(spec, Mapping) or "kind" not in spec:

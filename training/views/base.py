@@ -92,7 +92,6 @@ class ViewMaker:
         if self.any_views:
             self.n_views = n_views
         self.normalize = normalize
-        self.options = options
         self.last_params: dict[str, torch.Tensor] = {}  # sampled parameters of the last call, for logging
 
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
