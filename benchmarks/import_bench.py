@@ -1,5 +1,5 @@
-"""Import throughput: images/s of ``ident3d.ingest.published.import_published`` (a 3DIdent-layout PNG folder -> a store:
-header check, Dask-parallel decode, zstd write) vs decoding the same PNGs with PIL in a plain loop (decode only,
+"""Import throughput: images/s of ``ident3d.ingest.published_import.import_published`` (a 3DIdent-layout PNG folder -> a
+store: header check, Dask-parallel decode, zstd write) vs decoding the same PNGs with PIL in a plain loop (decode only,
 ``np.asarray``), side by side in one run, at each zstd ``--levels`` of the image chunks (with the store's size).
 
     python benchmarks/import_bench.py --repeats 3 --levels 9 3 --out results/import_bench.json
@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ident3d.ingest.published import import_published, loader_width, read_source
+from ident3d.ingest.published import loader_width, read_source
+from ident3d.ingest.published_import import import_published
 
 
 def render_like(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -72,7 +73,8 @@ def timed_import(root: Path, out: Path, chunk_size: int, workers: int, level: in
 
 def chunk_breakdown(root: Path, out: Path, chunk_size: int, level: int) -> dict[str, float]:
     """ms per image of one chunk's two steps in this process: PIL decode, and the zstd write into the store."""
-    from ident3d.ingest.published import decode_chunk, import_attrs, import_layout
+    from ident3d.ingest.published import decode_chunk
+    from ident3d.ingest.published_import import import_attrs, import_layout
     from ident3d.store.zarr_io import ChunkData, prepare, write_chunk
 
     source = read_source(root, "3dident")

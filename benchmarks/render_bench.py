@@ -81,7 +81,7 @@ def scheduler_start(code_root: Path, tmp: Path, repeats: int) -> list[float]:
     scene before) to the moment its first chunk starts computing on the worker (Dask's task stream)."""
     from dask.distributed import Client, LocalCluster
 
-    from ident3d.render.driver import cpu_cores
+    from ident3d.jobs.cluster import cpu_cores
 
     args = ["--scene", "causal3dident", "--n", "8", "--chunk-size", "8", "--seed"]
     out = []
@@ -172,7 +172,8 @@ def main() -> None:
     ap.add_argument("--memory-renders", type=int, default=1024)
     ap.add_argument("--out", default="results/render_bench.json")
     args = ap.parse_args()
-    from ident3d.render.driver import cpu_cores, default_workers
+    from ident3d.jobs.cluster import cpu_cores
+    from ident3d.render.driver import default_workers
 
     cores = cpu_cores()
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

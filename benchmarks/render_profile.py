@@ -83,8 +83,9 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
     from PIL import Image
 
     from ident3d.causal import load_scm
+    from ident3d.jobs.cluster import cpu_cores
     from ident3d.render.blender import build_renderer, quiet_stdout
-    from ident3d.render.driver import cpu_cores, cycles_seeds
+    from ident3d.render.driver import cycles_seeds
     from ident3d.render.scene import pose
     from ident3d.render.settings import render_settings
     from ident3d.store.zarr_io import ChunkData, prepare, write_chunk
@@ -167,8 +168,8 @@ def dask_overhead(res: int, n: int, per_image_ms: float) -> float:
     """ms per image that a warm one-worker Dask cluster (every core for Cycles) adds to in-process rendering."""
     from dask.distributed import LocalCluster
 
+    from ident3d.jobs.cluster import cpu_cores
     from ident3d.render import render_store
-    from ident3d.render.driver import cpu_cores
 
     with tempfile.TemporaryDirectory() as tmp, LocalCluster(
             n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=40,
@@ -184,7 +185,8 @@ def sequence_lengths(res: int, n: int, lengths: list[int]) -> dict[str, float]:
     """img/s of render_batch against frames per sequence (1 = one render operator per image, persistent data)."""
     import ident3d.render.blender as rb
     from ident3d.causal import load_scm
-    from ident3d.render.driver import cpu_cores, cycles_seeds
+    from ident3d.jobs.cluster import cpu_cores
+    from ident3d.render.driver import cycles_seeds
     from ident3d.render.settings import render_settings
 
     renderer = rb.build_renderer("causal3dident", render_settings("fast", resolution=res).to_dict(),
@@ -269,8 +271,8 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     ap.add_argument("--out", default="results/render_profile.json")
     args = ap.parse_args()
+    from ident3d.jobs.cluster import cpu_cores
     from ident3d.render.blender import SEQUENCE_FRAMES
-    from ident3d.render.driver import cpu_cores
 
     results: dict = {"command": "python " + " ".join(sys.argv), "machine": {"cores": cpu_cores(),
                      "python": platform.python_version()}, "scene": "causal3dident", "preset": "fast",

@@ -2,9 +2,9 @@
 self-supervised learning recovers.
 
 The packages of the repository's folders install under this namespace: ``ident3d.causal``, ``ident3d.store``,
-``ident3d.render``, ``ident3d.ingest``, ``ident3d.training``, ``ident3d.evaluation`` and ``ident3d.pipelines``.
-The names below are the public API; each is imported on first use, so ``import ident3d`` (and every Dask worker
-that unpickles a task) does not pay for torch or Blender::
+``ident3d.jobs``, ``ident3d.render``, ``ident3d.ingest``, ``ident3d.training``, ``ident3d.evaluation`` and
+``ident3d.pipelines``. The names below are the public API; each is imported on first use, so ``import ident3d`` (and
+every Dask worker that unpickles a task) does not pay for torch or Blender::
 
     import ident3d
     ident3d.render_store("stores/c3d.zarr", scene="causal3dident", n=1000, views="hues:hues")
@@ -22,7 +22,7 @@ try:
 except PackageNotFoundError:  # a source tree that was not installed
     __version__ = "0+unknown"
 
-SUBPACKAGES = ("causal", "store", "render", "ingest", "training", "evaluation", "pipelines")
+SUBPACKAGES = ("causal", "store", "jobs", "render", "ingest", "training", "evaluation", "pipelines")
 _CHECKOUT = Path(__file__).resolve().parent.parent
 if all((_CHECKOUT / name / "__init__.py").is_file() for name in SUBPACKAGES):
     # a source checkout (its folders beside this one): ident3d.render is its render/ folder, so a checkout on

@@ -1,4 +1,4 @@
-"""The published 3DIdent and Causal3DIdent folders (PNGs + numpy latents) <-> ident3d stores (format v1).
+"""The published 3DIdent and Causal3DIdent folders (PNGs + numpy latents): their layouts, found, read and checked.
 
 Layouts, as the papers' loaders read them (image names are the row index zero-padded to
 ``ceil(log10(N))`` digits, N the rows of the latents file):
@@ -9,12 +9,11 @@ Layouts, as the papers' loaders read them (image names are the row index zero-pa
 - ``causal3dident`` (paper 000): per class k in 0..6 (our causal3dident class order) ``raw_latents_{k}.npy``
   (N_k x 10), ``latents_{k}.npy`` (scaled) and ``images_{k}/NNNN.png``.
 
-``import_published`` checks the latents and every image's PNG header before it creates the store, then
-decodes the PNGs in parallel Dask tasks (one task decodes and writes one chunk, then sets its ``done``
-flag), so an interrupted or failed import resumes where it stopped. ``export_published`` writes a store
-back in either layout (lossless PNGs, float32 latents), so existing code reads our renders.
+Stores are made from them by :mod:`ident3d.ingest.published_import` and written back into them by
+:mod:`ident3d.ingest.published_export`::
 
-    from ident3d.ingest.published import import_published, export_published
+    from ident3d.ingest.published_import import import_published
+    from ident3d.ingest.published_export import export_published
     import_published("downloads/3dident", "stores/3di_train.zarr", "3dident", split="trainset")
     export_published("stores/c3d.zarr", "exports/c3d", "causal3dident")
 """
@@ -23,13 +22,9 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import struct
-import time
-import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +32,10 @@ import numpy as np
 
 from ident3d.causal import SCM, load_scm
 from ident3d.causal.errors import ParameterError, UserError
-from ident3d.render.driver import CONNECT_TIMEOUT_S, ChunkFailure
-from ident3d.render.latents_io import GivenLatents, check, load_numpy
+from ident3d.render.latents_io import check, load_numpy
 from ident3d.render.meshes import file_sha256
-from ident3d.store.attrs import StoreAttrs, read_attrs
 from ident3d.store.zarr_io import (
-    IMAGE_LEVEL,
-    ChunkData,
-    chunk_bounds,
     decode_error,
-    done_mask,
-    n_chunks,
-    open_store,
-    prepare,
-    read_rows,
-    write_chunk,
-    write_given,
 )
 
 FORMATS = ("3dident", "causal3dident")
@@ -242,57 +225,6 @@ def _check_scaled(path: Path, raw: np.ndarray, scm: SCM) -> np.ndarray:
     return scaled
 
 
-# ----- the store -----------------------------------------------------------------------------------
-def import_attrs(source: PublishedSource, chunk_size: int) -> StoreAttrs:
-    """The store's self-description: where it came from (format, folder, layout, file hashes), the SCM's
-    latent names and groups (so content/style columns work) and, for causal3dident, the class names."""
-    given = GivenLatents(source.latents, source.classes, source.fmt)
-    return StoreAttrs.imported(source.fmt, str(source.root), source.layout, source.sha256, load_scm(source.fmt),
-                               source.height, len(source), chunk_size, ", ".join(source.layout["raw_latents"]),
-                               given.sha256())
-
-
-def import_layout(source: PublishedSource, chunk_size: int, level: int = IMAGE_LEVEL) -> dict[str, Any]:
-    """The store's array layout for ``ident3d.store.zarr_io.prepare`` (``level``: the image chunks' zstd level)."""
-    return {"n": len(source), "chunk_size": chunk_size, "height": source.height, "width": source.width,
-            "n_latents": source.latents.shape[1], "has_classes": source.classes is not None, "views": [],
-            "image_level": level}
-
-
-def check_same_import(group: Any, out: str, attrs: StoreAttrs, level: int) -> None:
-    """An existing store is resumed, or left as it is when complete, only if it was imported from the same source
-    files (their sha256) with the same image ``level``: what the fingerprint that ``prepare`` compares leaves out."""
-    old = read_attrs(group, out)
-    codec = next(iter(group["images"].compressors), None)
-    diff = [what for what, same in (("source files", old.source_sha256 == attrs.source_sha256),
-                                    ("--compression-level", getattr(codec, "level", level) == level)) if not same]
-    if diff:
-        raise UserError(f"{out} was imported with different {', '.join(diff)}; use another --out, or --overwrite to "
-                        "replace it")
-
-
-def check_import_options(compression_level: int, workers: int | None, connect_timeout: float) -> None:
-    """The options every import takes, each a one-line ``ParameterError``: the zstd level, the local worker count
-    and the seconds to wait for a ``--scheduler``."""
-    check_whole(compression_level, "compression_level", 22, "(zstd's levels)")
-    if workers is not None:
-        check_whole(workers, "workers")
-    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
-        raise ParameterError("connect_timeout", f"must be a positive number of seconds, got {connect_timeout!r}")
-
-
-# ----- the worker side -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ImportJob:
-    """What a worker needs to decode and write any chunk (plain data, so it ships to remote workers)."""
-
-    out: str
-    n: int
-    chunk_size: int
-    height: int
-    width: int
-
-
 def decode_png(path: str, size: tuple[int, int]) -> np.ndarray:
     """One PNG -> uint8 (H, W, 3) (alpha dropped; grey and palette images expanded to RGB).
 
@@ -323,173 +255,11 @@ def decode_chunk(files: Sequence[str], size: tuple[int, int]) -> np.ndarray:
     return out
 
 
-def import_chunk(job: ImportJob, k: int, files: Sequence[str]) -> tuple[int, int] | ChunkFailure:
-    """Decode chunk k's PNGs, write them, then set ``done[k]``; returns (k, images) or a ChunkFailure (one line;
-    the chunk stays not done, so a re-run after fixing the file decodes it again)."""
-    import zarr
-
-    try:
-        images = decode_chunk(files, (job.height, job.width))
-        write_chunk(zarr.open_group(job.out, mode="r+"), k, ChunkData(images, None, None), {})
-        return k, len(files)
-    except Exception as exc:  # noqa: BLE001 - every worker failure is one line for the driver
-        message = str(exc) if isinstance(exc, UserError) else f"chunk {k}: {decode_error(exc)}"
-        return ChunkFailure(k, message.splitlines()[0])
-
-
-# ----- the driver ------------------------------------------------------------------------------------
-@dataclass
-class ImportReport:
-    """What an import did: chunks decoded now and chunks skipped as already done."""
-
-    out: str
-    n: int
-    n_chunks: int
-    imported: list[int] = field(default_factory=list)
-    skipped: list[int] = field(default_factory=list)
-    images: int = 0
-    seconds: float = 0.0
-
-
-def import_published(src: str | Path, out: str | Path, fmt: str, split: str | None = None, chunk_size: int = 64,
-                     workers: int | None = None, scheduler: str | None = None, overwrite: bool = False,
-                     progress: bool = True, compression_level: int = IMAGE_LEVEL,
-                     connect_timeout: float = CONNECT_TIMEOUT_S) -> ImportReport:
-    """Import a published folder into a v1 store, or resume one (chunks already done are skipped; a complete store
-    of the same source and settings is left as it is).
-
-    Validates the latents and every image file first (one-line ``UserError``s, nothing created); then one Dask
-    task per chunk decodes and writes it, on ``workers`` local processes (default one per core) or an existing
-    cluster's ``scheduler`` (contacted before the store is created; given up after ``connect_timeout`` seconds).
-    A corrupt PNG stops the import with one line naming it; finished chunks are kept. ``compression_level``
-    (zstd, 1-22) trades store size for speed: compression is most of a chunk's time at 9.
-    """
-    from ident3d.render.api import store_path
-    from ident3d.render.driver import connect
-
-    check_whole(chunk_size, "chunk_size")
-    check_import_options(compression_level, workers, connect_timeout)
-    out = store_path(out)
+def load_published(src: str | Path, fmt: str, split: str | None = None) -> tuple[np.ndarray, np.ndarray,
+                                                                                    np.ndarray | None]:
+    """A (small) published folder in memory: images uint8 (N, H, W, 3), raw latents, classes (or None)."""
     source = read_source(src, fmt, split)
-    layout = import_layout(source, chunk_size, compression_level)
-    attrs = import_attrs(source, chunk_size)
-    client = connect(scheduler, float(connect_timeout)) if scheduler else None  # before anything is created
-    try:
-        group = prepare(out, attrs, layout, overwrite)
-        check_same_import(group, out, attrs, compression_level)
-        done = done_mask(group)
-        report = ImportReport(out, len(source), len(done), skipped=[int(k) for k in np.flatnonzero(done)])
-        todo = [k for k in range(len(done)) if not done[k]]
-        write_given(group, source.latents, source.classes, todo)
-        if todo:
-            job = ImportJob(out, len(source), chunk_size, source.height, source.width)
-            _run_tasks(job, source.files, todo, workers, client, progress, report)
-    finally:
-        if client is not None:
-            client.close()
-    return report
-
-
-def check_whole(x: object, param: str, most: int | None = None, why: str = "", least: int = 1) -> None:
-    """A whole number from ``least`` (to ``most``), or one line naming ``param`` (``ParameterError``), worded as every
-    command words it: "must be a whole number >= 2, got 1"."""
-    if not isinstance(x, int | np.integer) or isinstance(x, bool) or x < least or (most is not None and x > most):
-        want = f"a whole number from {least} to {most}{' ' + why if why else ''}" if most else \
-            f"a whole number >= {least}{' ' + why if why else ''}"
-        raise ParameterError(param, f"must be {want}, got {x!r}")
-
-
-def _run_tasks(job: ImportJob, files: list[str], todo: list[int], workers: int | None, client: Any,
-               progress: bool, report: ImportReport) -> None:
-    """Run the chunk tasks on ``client`` (an existing cluster's, closed by the caller) or on a LocalCluster started
-    and stopped here."""
-    from ident3d.render.driver import dashboard_link, local_cluster
-
-    cluster = None
-    own = client is None
-    try:
-        if own:
-            client, cluster = local_cluster(workers or os.cpu_count() or 1, 1)
-        if progress:
-            print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
-        _submit_all(client, job, files, todo, progress, report)
-    finally:
-        if own and client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
-
-
-def _submit_all(client: Any, job: ImportJob, files: list[str], todo: list[int], progress: bool,
-                report: ImportReport) -> None:
-    """One task per chunk; collect them with a progress bar; stop at the first failure or at Ctrl-C."""
-    from ident3d.render.driver import drain
-
-    t0, run = time.perf_counter(), uuid.uuid4().hex[:8]
-
-    def submit(k: int) -> Any:
-        start, stop = chunk_bounds(k, job.chunk_size, job.n)
-        return client.submit(import_chunk, job, k, files[start:stop], pure=False, key=f"import-{run}-{k}")
-
-    total = sum(np.diff(chunk_bounds(k, job.chunk_size, job.n))[0] for k in todo)
-    try:
-        drain(client, submit, todo, int(total), "import", progress,
-              lambda fut, k, bar: _collect(fut, k, job, report, bar),
-              lambda: f"interrupted: {len(report.skipped) + len(report.imported)} of {report.n_chunks} chunks done; "
-                      "re-run the same command to resume")
-    finally:
-        report.seconds = time.perf_counter() - t0
-    report.imported.sort()
-
-
-def _collect(fut: Any, k: int, job: ImportJob, report: ImportReport, bar: Any) -> None:
-    """One finished task: count the images it wrote, or raise a one-line UserError (a ChunkFailure or a lost
-    worker)."""
-    try:
-        result = fut.result()
-    except Exception as exc:  # noqa: BLE001 - e.g. a worker process that died mid-chunk
-        raise UserError(f"chunk {k} failed in its Dask worker ({decode_error(exc)}); re-run the same command to "
-                        f"resume ({job.out} keeps the finished chunks)") from None
-    if isinstance(result, ChunkFailure):
-        raise UserError(result.message)
-    report.imported.append(k)
-    report.images += int(result[1])
-    bar.update(int(result[1]))
-
-
-# ----- export ----------------------------------------------------------------------------------------
-@dataclass
-class ExportReport:
-    """What an export wrote: the folder, its images and the numpy files."""
-
-    out: str
-    images: int
-    files: list[str]
-    seconds: float
-
-
-def check_exportable(group: Any, store: str, fmt: str) -> None:
-    """The store is complete and has what the layout needs: our 10 latents in order (and classes for
-    causal3dident)."""
-    done = done_mask(group, store)
-    if not done.all():
-        raise UserError(f"{store} is incomplete ({int(done.sum())}/{len(done)} chunks done); finish it first")
-    names = list(load_scm(fmt).names)
-    attrs = read_attrs(group, store)
-    have = list(attrs.latent_names)
-    if have != names:
-        raise UserError(f"{fmt} export needs the 10 latents {', '.join(names)} in this order; {store} has "
-                        f"{', '.join(have) or 'none'}")
-    if fmt == "causal3dident" and ("classes" not in group or not attrs.class_names):
-        raise UserError(f"causal3dident export needs a store with classes; {store} has none (export it as 3dident)")
-
-
-def check_export_target(out: Path, overwrite: bool) -> None:
-    """``out`` is a new or empty folder (or ``overwrite``); the command also checks that it can be created."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; choose a folder")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
+    return decode_chunk(source.files, (source.height, source.width)), source.latents, source.classes
 
 
 def scaled_latents(raw: np.ndarray, scene_spec: dict[str, Any], fmt: str) -> np.ndarray:
@@ -504,98 +274,10 @@ def scaled_latents(raw: np.ndarray, scene_spec: dict[str, Any], fmt: str) -> np.
     return out.astype(np.float32)
 
 
-def export_published(store: str | Path, out: str | Path, fmt: str, overwrite: bool = False,
-                     workers: int | None = None, progress: bool = True, compress_level: int = 6) -> ExportReport:
-    """Write a store as a published folder of ``fmt`` (lossless PNGs, float32 raw and scaled latents).
-
-    Written into a hidden sibling folder and renamed into place at the end, so ``out`` is never half written.
-    ``workers`` threads encode the PNGs (default one per core)."""
-    store, out = str(store), Path(out).expanduser()
-    check_format(fmt)
-    if workers is not None:
-        check_whole(workers, "workers")
-    group = open_store(store)
-    check_exportable(group, store, fmt)
-    check_export_target(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:8]}"
-    t0 = time.perf_counter()
-    try:
-        written = _write_export(group, store, tmp, fmt, workers or os.cpu_count() or 1, progress, compress_level)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return ExportReport(str(out), int(group["images"].shape[0]), written, time.perf_counter() - t0)
-
-
-def _write_export(group: Any, store: str, folder: Path, fmt: str, workers: int, progress: bool,
-                  level: int) -> list[str]:
-    """Write the numpy files and the PNGs of ``fmt`` into ``folder``; returns the numpy files' names."""
-    raw = read_rows(group["latents"], slice(None), store)
-    classes = read_rows(group["classes"], slice(None), store) if fmt == "causal3dident" else None
-    attrs = read_attrs(group, store)
-    scaled = scaled_latents(raw, attrs.scene_spec, fmt)
-    parts = export_parts(fmt, classes, len(attrs.class_names or []), len(raw))
-    written = []
-    for images, raw_name, scaled_name, rows in parts:
-        (folder / images).mkdir(parents=True)
-        np.save(folder / raw_name, raw[rows])
-        np.save(folder / scaled_name, scaled[rows])
-        written += [raw_name, scaled_name]
-    _write_pngs(group, store, folder, parts, workers, progress, level)
-    return written
-
-
-def export_parts(fmt: str, classes: np.ndarray | None, n_classes: int,
-                 n: int) -> list[tuple[str, str, str, np.ndarray]]:
-    """(image folder, raw latents file, scaled latents file, store rows) of each part of the layout."""
-    if fmt == "3dident" or classes is None:
-        return [("images", "raw_latents.npy", "latents.npy", np.arange(n))]
-    return [(f"images_{k}", f"raw_latents_{k}.npy", f"latents_{k}.npy", np.flatnonzero(classes == k))
-            for k in range(n_classes)]
-
-
-def _png_paths(folder: Path, parts: list[tuple[str, str, str, np.ndarray]], n: int) -> list[str]:
-    """The output PNG of every store row, named as the papers' loaders expect."""
-    paths = [""] * n
-    for images, _, _, rows in parts:
-        width = loader_width(len(rows))
-        for j, row in enumerate(rows):
-            paths[int(row)] = str(folder / images / f"{str(j).zfill(width)}.png")
-    return paths
-
-
-def _write_pngs(group: Any, store: str, folder: Path, parts: list[tuple[str, str, str, np.ndarray]], workers: int,
-                progress: bool, level: int) -> None:
-    """Read the store chunk by chunk and encode its images as PNGs on a thread pool."""
-    from tqdm import tqdm
-
-    images = group["images"]
-    n, c = images.shape[0], images.chunks[0]
-    paths = _png_paths(folder, parts, n)
-    with ThreadPoolExecutor(workers) as pool, tqdm(total=n, unit="img", desc="export", disable=not progress) as bar:
-        for k in range(n_chunks(n, c)):
-            start, stop = chunk_bounds(k, c, n)
-            block = read_rows(images, slice(start, stop), store)
-            list(pool.map(_png_writer(level), block, paths[start:stop]))
-            bar.update(stop - start)
-
-
-def _png_writer(level: int) -> Callable[[np.ndarray, str], None]:
-    """A function writing one uint8 (H, W, 3) image as a lossless PNG at zlib ``level``."""
-    from PIL import Image
-
-    def write(image: np.ndarray, path: str) -> None:
-        """Encode and save one image."""
-        Image.fromarray(image, "RGB").save(path, format="PNG", compress_level=level)
-
-    return write
-
-
-def load_published(src: str | Path, fmt: str, split: str | None = None) -> tuple[np.ndarray, np.ndarray,
-                                                                                    np.ndarray | None]:
-    """A (small) published folder in memory: images uint8 (N, H, W, 3), raw latents, classes (or None)."""
-    source = read_source(src, fmt, split)
-    return decode_chunk(source.files, (source.height, source.width)), source.latents, source.classes
+def check_whole(x: object, param: str, most: int | None = None, why: str = "", least: int = 1) -> None:
+    """A whole number from ``least`` (to ``most``), or one line naming ``param`` (``ParameterError``), worded as every
+    command words it: "must be a whole number >= 2, got 1"."""
+    if not isinstance(x, int | np.integer) or isinstance(x, bool) or x < least or (most is not None and x > most):
+        want = f"a whole number from {least} to {most}{' ' + why if why else ''}" if most else \
+            f"a whole number >= {least}{' ' + why if why else ''}"
+        raise ParameterError(param, f"must be {want}, got {x!r}")

@@ -46,7 +46,7 @@ import numpy as np
 from ident3d.causal import SCM, load_scm
 from ident3d.causal.errors import UserError
 from ident3d.causal.loading import load_dynamic_scm
-from ident3d.render.driver import CONNECT_TIMEOUT_S, ChunkFailure
+from ident3d.jobs.cluster import CONNECT_TIMEOUT_S, ChunkFailure, cluster_client
 from ident3d.render.latents_io import GivenLatents
 from ident3d.store.attrs import StoreAttrs, read_attrs
 from ident3d.store.zarr_io import (
@@ -318,9 +318,10 @@ def import_temporal(src: str | Path, out: str | Path, length: int = 50, sequence
     ``connect_timeout`` seconds). The frames are read in file order in this process and written (zstd
     ``compression_level``) in this process (``workers`` None or 1), or by ``workers`` local Dask processes or the
     scheduler's workers, one task per chunk."""
-    from ident3d.ingest.published import check_import_options, check_same_import, check_whole
+    from ident3d.ingest.published import check_whole
+    from ident3d.ingest.published_import import check_import_options, check_same_import
+    from ident3d.jobs.cluster import connect
     from ident3d.render.api import store_path
-    from ident3d.render.driver import connect
 
     check_whole(length, "length", least=2, why="(a sequence holds a transition)")
     check_whole(sequences_per_chunk, "sequences_per_chunk")
@@ -402,7 +403,7 @@ def _write_frames(f: TemporalFile, report: TemporalImport, chunk_size: int, todo
                 for k, images in zip(todo, chunks, strict=True):
                     _record(write_frames(report.out, k, images), report, bar)
             else:
-                with _dask_client(client, workers) as dask_client:
+                with cluster_client(client, workers or 1, 1, progress) as (dask_client, _):
                     _write_on(dask_client, report, todo, chunks, progress, bar)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted: {len(report.skipped) + len(report.imported)} of {report.n_chunks} "
@@ -411,32 +412,13 @@ def _write_frames(f: TemporalFile, report: TemporalImport, chunk_size: int, todo
         report.seconds = time.perf_counter() - t0
 
 
-@contextmanager
-def _dask_client(client: Any, workers: int | None) -> Iterator[Any]:
-    """``client`` (an existing cluster's, closed by the caller), or the client of a LocalCluster of ``workers``
-    1-thread processes started here and stopped on leaving."""
-    if client is not None:
-        yield client
-        return
-    from ident3d.render.driver import local_cluster
-
-    own, cluster = local_cluster(workers or 1, 1)
-    try:
-        yield own
-    finally:
-        own.close()
-        cluster.close()
-
-
 def _write_on(client: Any, report: TemporalImport, todo: list[int], chunks: Iterator[np.ndarray], progress: bool,
               bar: Any) -> None:
     """One Dask task per chunk, its frames taken from ``chunks`` as it is submitted (in ``todo`` order), at most two
     per worker thread in flight (memory stays bounded); stops at the first failure."""
-    from ident3d.render.driver import dashboard_link, drain
+    from ident3d.jobs.cluster import drain
 
     run = uuid.uuid4().hex[:8]
-    if progress:
-        print(f"Dask dashboard: {dashboard_link(client)}", flush=True)
 
     def submit(k: int) -> Any:
         return client.submit(write_frames, report.out, k, next(chunks), pure=False, key=f"import-{run}-{k}")

@@ -178,17 +178,17 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
         finally:
             torch.set_num_threads(before)
         return out
-    from ident3d.render.driver import connect, dashboard_link, local_cluster
+    from ident3d.jobs.cluster import cluster_client, connect, dashboard_link
 
-    client, cluster = (connect(scheduler), None) if scheduler else local_cluster(workers, 1)
+    remote = connect(scheduler) if scheduler else None
     try:
-        say(f"Dask dashboard: {dashboard_link(client)}")
-        futures = {cell.key: client.submit(_cell_threads, cell.fn, *cell.args, pure=False) for cell in cells}
-        return {key: fut.result() for key, fut in futures.items()}
+        with cluster_client(remote, workers) as (client, _):
+            say(f"Dask dashboard: {dashboard_link(client)}")
+            futures = {cell.key: client.submit(_cell_threads, cell.fn, *cell.args, pure=False) for cell in cells}
+            return {key: fut.result() for key, fut in futures.items()}
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        if remote is not None:
+            remote.close()
 
 
 def _cell_threads(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:

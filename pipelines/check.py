@@ -1,4 +1,4 @@
-"""``ident3d check``: the command-line skin over ``ident3d.render.check`` (decode every done chunk, report and
+"""``ident3d check``: the command-line skin over ``ident3d.store.check`` (decode every done chunk, report and
 repair)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ident3d.render.check import check_store, describe, ranges, repair_store
+from ident3d.store.check import check_store, describe, ranges, repair_store
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,13 +1,14 @@
-"""``ident3d export``: the command-line skin over ``ident3d.ingest.published.export_published`` (an ident3d store -> a
-folder in the published 3DIdent or Causal3DIdent layout) and ``ident3d.ingest.temporal_npz.export_temporal`` (a sequence
-store -> a Temporal Causal3DIdent .npz)."""
+"""``ident3d export``: the command-line skin over ``ident3d.ingest.published_export.export_published`` (an ident3d store
+-> a folder in the published 3DIdent or Causal3DIdent layout) and ``ident3d.ingest.temporal_npz.export_temporal`` (a
+sequence store -> a Temporal Causal3DIdent .npz)."""
 
 from __future__ import annotations
 
 import argparse
 
 from ident3d.ingest import temporal_npz
-from ident3d.ingest.published import FORMATS, check_whole, export_published
+from ident3d.ingest.published import FORMATS, check_whole
+from ident3d.ingest.published_export import export_published
 from ident3d.pipelines.files import check_output_dir
 from ident3d.pipelines.flags import flag_names
 

@@ -1,6 +1,6 @@
-"""``ident3d import``: the command-line skin over ``ident3d.ingest.published.import_published`` (a published 3DIdent or
-Causal3DIdent folder -> an ident3d store) and ``ident3d.ingest.temporal_npz.import_temporal`` (a Temporal Causal3DIdent
-.npz -> a sequence store)."""
+"""``ident3d import``: the command-line skin over ``ident3d.ingest.published_import.import_published`` (a published
+3DIdent or Causal3DIdent folder -> an ident3d store) and ``ident3d.ingest.temporal_npz.import_temporal`` (a Temporal
+Causal3DIdent .npz -> a sequence store)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import argparse
 
 from ident3d.causal.errors import UserError
 from ident3d.ingest import temporal_npz
-from ident3d.ingest.published import FORMATS, ImportReport, import_published
+from ident3d.ingest.published import FORMATS
+from ident3d.ingest.published_import import ImportReport, import_published
+from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.pipelines.flags import flag_names
-from ident3d.render.driver import CONNECT_TIMEOUT_S
 from ident3d.store.zarr_io import IMAGE_LEVEL
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ident3d.causal.errors import UserError
+from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
-from ident3d.render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderReport
+from ident3d.render.driver import VIEW_SEEDS, RenderReport
 from ident3d.render.settings import HUE_MODES
 
 

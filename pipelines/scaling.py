@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ident3d.causal.errors import UserError
-from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, verdict
+from ident3d.evaluation.ceiling import CEILING_NAME, MATCH
+from ident3d.evaluation.verdicts import PAPER001_MEAN_R2, paper000_facts, paper001_facts
 from ident3d.pipelines.cells import Cell
 from ident3d.pipelines.compare import Compare, add_grid_flags, check_layer, store_args
 from ident3d.pipelines.compare import load_config as load_compare
@@ -36,7 +35,6 @@ from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_at
 TOP_KEYS = {"name", "description", "paper", "points"}
 POINT_KEYS = {"config", "out"}
 PAPERS = ("000", "001")
-PAPER001_MEAN_R2 = 0.98  # paper 001, 3DIdent: mean linear R^2 of InfoNCE with NN positives (250k images, 224 px)
 PAPER000_ROWS = ("LT: change hues", "DA: crop (large) + colour distortion", "LT: change positions + hues")
 SEP = " / "  # a cell's key in the pool: "POINT / ROW"
 EXAMPLE = "configs/scaling/paper001.yaml"
@@ -253,24 +251,6 @@ def scale_of(cfg: dict[str, Any]) -> dict[str, Any]:
             "pixels_seen": steps * batch * px * px, "label": f"{n / 1024:g}k img / {px} px / {steps} steps"}
 
 
-def trend(xs: list[float], ys: list[float], target: float) -> dict[str, Any]:
-    """Least-squares line of score against log10(pixels seen); where it rises towards ``target`` (or falls towards
-    it), the pixels seen at which the line reaches it and that as a multiple of the largest point (extrapolation)."""
-    x = np.log10(np.asarray(xs, dtype=float))
-    slope, icept = np.polyfit(x, np.asarray(ys, dtype=float), 1)
-    out: dict[str, Any] = {"slope_per_decade": float(slope)}
-    gap = target - ys[-1]
-    if abs(gap) <= MATCH:
-        out["reaches_paper"] = f"already within {MATCH}"
-    elif slope != 0 and np.sign(slope) == np.sign(gap):
-        at = 10 ** ((target - icept) / slope)
-        out["reaches_paper"] = "extrapolation"
-        out["times_largest"] = float(at / xs[-1])
-    else:
-        out["reaches_paper"] = "not on this trend"
-    return out
-
-
 def cell_scores(cell: Path, layer: str = "output") -> dict[str, Any]:
     """Per-latent linear R^2, their mean, MCC and (NN rows) the mean logged snap distance of one compare cell."""
     from ident3d.training.trainer import read_metrics
@@ -348,45 +328,6 @@ def paper000_points(points: list[tuple[dict[str, Any], Path]]) -> dict[str, Any]
         out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
                     "scale": scale_of(cfg), "columns": summary["columns"], "rows": rows})
     return {"points": out, "paper": paper}
-
-
-def paper000_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each paper-000 cell of the three rows at the largest point: ours, paper's, the ceiling, compare's verdict
-    (=, +, bounded, open) and the trend over the points."""
-    pts = data["points"]
-    last = pts[-1]
-    xs = [p["scale"]["pixels_seen"] for p in pts]
-    facts = []
-    for row, cols in data["paper"].items():
-        for col, want in cols.items():
-            ys = [p["rows"][row][col] for p in pts if row in p["rows"]]
-            top = last["rows"].get(CEILING_NAME, {}).get(col)
-            facts.append({"row": row, "column": col, "paper": want, "ours": ys[-1], "ceiling": top,
-                          "verdict": verdict(ys[-1], want, top), "curve": ys,
-                          **({"trend": trend(xs, ys, want)} if len(ys) == len(xs) >= 3 else {})})
-    return facts
-
-
-def paper001_facts(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Paper 001's mean linear R^2 claim (0.98) per row at the largest point, and issue 21's goal for exact
-    positives (>= 0.90 and >= 0.95 x the ceiling)."""
-    pts = data["points"]
-    xs = [p["scale"]["pixels_seen"] for p in pts]
-    ceiling = next((k for k in pts[-1]["rows"] if k.startswith("supervised")), None)
-    top = pts[-1]["rows"][ceiling]["mean_r2"] if ceiling else None
-    facts = []
-    for row in pts[-1]["rows"]:
-        if row == ceiling:
-            continue
-        ys = [p["rows"][row]["mean_r2"] for p in pts if row in p["rows"]]
-        fact = {"row": row, "paper": PAPER001_MEAN_R2, "ours": ys[-1], "ceiling": top,
-                "fraction_of_ceiling": ys[-1] / top if top else None,
-                "verdict": verdict(ys[-1], PAPER001_MEAN_R2, top), "curve": ys,
-                **({"trend": trend(xs, ys, PAPER001_MEAN_R2)} if len(ys) == len(xs) >= 3 else {})}
-        if "exact" in row:
-            fact["goal_met"] = bool(ys[-1] >= 0.90 and top and ys[-1] >= 0.95 * top)
-        facts.append(fact)
-    return facts
 
 
 def figure(p001: dict[str, Any] | None, p000: dict[str, Any] | None, path: Path) -> None:

@@ -20,7 +20,8 @@ import numpy as np
 from ident3d.causal import SCM, Samples, builtin_names, load_scm
 from ident3d.causal.errors import UserError
 from ident3d.causal.scm import CONDITIONALS
-from ident3d.render.driver import CONNECT_TIMEOUT_S, VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
+from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
+from ident3d.render.driver import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
 from ident3d.render.latents_io import GivenLatents, given_latents
 from ident3d.render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
 from ident3d.render.scene import Scene, load_scene, scene_from_dict

@@ -1,4 +1,4 @@
-"""The local Dask cluster every ident3d job starts (``ident3d.render.driver.local_cluster``) gives its workers glibc's own
+"""The local Dask cluster every ident3d job starts (``ident3d.jobs.cluster.local_cluster``) gives its workers glibc's own
 memory trimming: Dask's default ``MALLOC_TRIM_THRESHOLD_=65536`` made each freed torch tensor go back to the
 kernel, and a training cell in a worker ran 1.8x slower (results/malloc_trim.json)."""
 
@@ -12,7 +12,7 @@ def _worker_env() -> dict[str, str | None]:
 
 
 def test_workers_start_without_dasks_malloc_trim_threshold(monkeypatch):
-    from ident3d.render.driver import DASK_MALLOC_TRIM, MALLOC_TRIM, local_cluster
+    from ident3d.jobs.cluster import DASK_MALLOC_TRIM, MALLOC_TRIM, local_cluster
 
     monkeypatch.setenv(MALLOC_TRIM, str(DASK_MALLOC_TRIM))  # as an earlier cluster of this process leaves it
     client, cluster = local_cluster(1, 3)

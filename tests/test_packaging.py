@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("causal", "store", "render", "ingest", "training", "evaluation", "pipelines")
+FOLDERS = ("causal", "store", "jobs", "render", "ingest", "training", "evaluation", "pipelines")
 
 
 def test_the_build_lists_every_package_of_the_tree_under_ident3d():
@@ -44,7 +44,7 @@ def test_a_wheel_holds_only_the_ident3d_package(tmp_path):
 
 def test_only_ident3d_imports_outside_the_repository(tmp_path):
     code = ("import importlib.util as u, ident3d, ident3d.render as r\n"
-            "assert [m for m in ('render', 'causal', 'training', 'evaluation', 'pipelines', 'store', 'ingest')\n"
+            "assert [m for m in ('render', 'causal', 'training', 'evaluation', 'pipelines', 'store', 'ingest', 'jobs')\n"
             "        if u.find_spec(m) is not None] == [], 'a generic top-level package is importable'\n"
             "print(ident3d.__version__, r.render_store is ident3d.render_store)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)

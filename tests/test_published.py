@@ -16,6 +16,7 @@ from helpers import run_cli, tree_digest
 from PIL import Image
 
 import ident3d.ingest.published as published
+import ident3d.ingest.published_import as published_import
 from ident3d.pipelines.cli import main
 
 C3D_PER_CLASS = (6, 5, 6, 4, 7, 6, 5)  # rows of raw_latents_0..6 (unequal, so classes must line up)
@@ -272,7 +273,7 @@ def test_worker_fault_fails_one_chunk_and_a_rerun_completes_it(tmp_path, schedul
         return real(files, size)
 
     store = tmp_path / "s.zarr"
-    with mock.patch.object(published, "decode_chunk", faulty):  # in-process workers see the patch
+    with mock.patch.object(published_import, "decode_chunk", faulty):  # in-process workers see the patch
         one_line_error(capsys, run_import(tmp_path / "src", store, "3dident", scheduler), "chunk 2: MemoryError: forced fault")
     assert not zarr.open_group(str(store), mode="r")["done"][2]
     assert run_import(tmp_path / "src", store, "3dident", scheduler) == 0

@@ -5,8 +5,9 @@ client)."""
 import pytest
 
 from ident3d.causal import UserError
+from ident3d.jobs.cluster import drain
 from ident3d.render import plan_render
-from ident3d.render.driver import check_bookkeeping, default_workers, drain
+from ident3d.render.driver import check_bookkeeping, default_workers
 
 
 def test_default_split_by_cores_and_device(monkeypatch):

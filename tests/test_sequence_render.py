@@ -140,7 +140,7 @@ def test_check_finds_damage_in_every_per_row_array_of_a_sequence_store(reference
     array are found; --repair and the same render command give back the reference bytes."""
     import shutil
 
-    from ident3d.render.check import check_store
+    from ident3d.store.check import check_store
     from ident3d.store.zarr_io import row_arrays
 
     declared = [p for p, _ in row_arrays(open_store(str(reference)), read_attrs(open_store(str(reference))))]

@@ -15,7 +15,7 @@ import zarr
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.cli import main
 from ident3d.render import render_store
-from ident3d.render.check import check_store, ranges
+from ident3d.store.check import check_store, ranges
 from ident3d.store.zarr_io import CorruptChunkError, done_mask
 
 # 20 rows in chunks of 8: chunk 2 is a short last chunk (rows 16-19)

@@ -15,7 +15,7 @@ from test_temporal_npz import citris_file
 
 from ident3d.causal.errors import UserError
 from ident3d.ingest.datasets import ImageDataset, write_dataset_store
-from ident3d.ingest.published import import_published
+from ident3d.ingest.published_import import import_published
 from ident3d.ingest.temporal_npz import import_temporal
 from ident3d.render import render_store
 from ident3d.store.attrs import FINGERPRINT_KEYS, StoreAttrs, read_attrs
