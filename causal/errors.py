@@ -5,6 +5,10 @@ class UserError(ValueError):
     """Bad input from the user (a file, a name, a value); the message says what to do."""
 
 
+class MissingData(UserError):
+    """Files a config or command names are not on this machine (a dataset to fetch): the settings may be fine."""
+
+
 class SpecError(UserError):
     """A structural causal model spec (or a request against it) is invalid."""
 

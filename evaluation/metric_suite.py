@@ -1,83 +1,92 @@
-"""The disentanglement metrics by name, for ``ident3d evaluate --metrics``: each takes a fit and a score split of
-(true factors, learned codes) and returns its headline numbers as plain floats (a JSON-ready report section)."""
+"""The metrics by name, one registry for every table: ``ident3d evaluate --metrics``, and a ``metrics:`` list in a
+compare, synthetic or scaling config. Each metric is a class registered with ``@register_metric("name")`` that says
+what it needs (``needs``: the factors and codes of a fit and a score split always; ``run``: the trained run;
+``store``: the images' store, its encodings and attributes) and the numbers it puts in a table (``columns``);
+``score(run, data, names)`` is the one call that scores them, and ``table_values`` flattens its result into the
+table's ``NAME/COLUMN`` columns. Adding a metric to every table is one class (see docs/extending.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ident3d.causal.errors import UserError
+from ident3d.training.registry import Registry
+
+METRICS = Registry("metric", hint="ident3d evaluate --help")
+register_metric = METRICS.register
+NEEDS = frozenset({"codes", "run", "store"})
 
 
-def _dci(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from ident3d.evaluation.dci import dci
+@dataclass(frozen=True)
+class ScoringData:
+    """What a metric may read: true factors (N, K) and learned codes (N, L) of the fit and score splits; for images,
+    the store's info (``ident3d.store.info.StoreInfo``) and its encodings (``ident3d.evaluation.encode``), None for a
+    synthetic source (which has no store)."""
 
-    r = dci(zf, cf, zs, cs, importance="lasso")
-    return {"disentanglement": r.disentanglement, "completeness": r.completeness,
-            "informativeness": r.informativeness, "importance": r.method}
-
-
-def _dci_es(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from ident3d.evaluation.dci_es import dci_es_explicitness
-
-    return {"explicitness": dci_es_explicitness(zf, cf, zs, cs).score}
-
-
-def _mig(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from ident3d.evaluation.mig import mig
-
-    r = mig(zs, cs)
-    return {"mig": r.score, "n_bins": r.n_bins}
+    factors_fit: np.ndarray
+    codes_fit: np.ndarray
+    factors_score: np.ndarray
+    codes_score: np.ndarray
+    store: Any = None
+    encoded: Mapping[str, np.ndarray] | None = None
 
 
-def _sap(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from ident3d.evaluation.sap import sap
+class Metric:
+    """A metric: ``needs`` what it reads, ``columns`` the numbers a table shows; ``__call__`` returns a mapping
+    with at least those columns (more, e.g. a matrix, stays in the report's JSON)."""
 
-    return {"sap": sap(zf, cf, zs, cs).score}
+    needs: ClassVar[frozenset[str]] = frozenset({"codes"})
+    columns: ClassVar[tuple[str, ...]] = ()
 
-
-def _citris(zf: np.ndarray, cf: np.ndarray, zs: np.ndarray, cs: np.ndarray) -> dict[str, float]:
-    from ident3d.evaluation.citris_metrics import citris_scores
-
-    r = citris_scores(zf, cf, zs, cs, regressor="linear")
-    return {"r2_diag": r.r2_diag, "r2_sep": r.r2_sep, "r2_max_off_diag": r.r2_max_off_diag,
-            "spearman_diag": r.spearman_diag, "spearman_sep": r.spearman_sep}
+    def __call__(self, run: Any, data: ScoringData) -> Mapping[str, Any]:
+        raise NotImplementedError
 
 
-METRICS: dict[str, Callable[..., dict[str, float]]] = {"dci": _dci, "dci_es": _dci_es, "mig": _mig, "sap": _sap,
-                                                       "citris": _citris}
-
-
-# metrics that need more than (factors, codes), scored by evaluation.run_report from the run and the store:
-# temporal (sequence stores: CITRIS's variable-level R^2 under the run's own assignment of latents to variables)
-RUN_METRICS = ("temporal",)
-
-
-def parse_metrics(text: str | Sequence[str] | None) -> list[str]:
-    """``"dci,mig"`` (or a list) -> the metric names, checked; None or empty -> none."""
-    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text or []) if n.strip()]
-    known = [*METRICS, *RUN_METRICS]
-    bad = [n for n in names if n not in known]
+def parse_metrics(text: str | Sequence[str] | None, flag: str = "--metrics") -> list[str]:
+    """``"dci,mig"`` (or a list) -> the metric names, checked; None or empty -> none (``flag`` starts a refusal)."""
+    if text is not None and not isinstance(text, str | list | tuple):
+        raise UserError(f"{flag} must be a list of metric names, e.g. [dci, mig], got {text!r}")
+    names = [str(n).strip() for n in (text.split(",") if isinstance(text, str) else text or []) if str(n).strip()]
+    bad = [n for n in names if n not in METRICS.names()]
     if bad:
-        raise UserError(f"--metrics: unknown metric {bad[0]!r}; choose from {', '.join(known)}, e.g. dci,mig")
+        raise UserError(f"{flag}: unknown metric {bad[0]!r}; choose from {', '.join(METRICS.names())}, e.g. dci,mig")
     return list(dict.fromkeys(names))
 
 
-def metric_suite(names: Sequence[str], z_fit: np.ndarray, c_fit: np.ndarray, z_score: np.ndarray,
-                 c_score: np.ndarray) -> dict[str, dict[str, float]]:
-    """{metric: its numbers} for the codes ``c`` (N, L) against the factors ``z`` (N, K) of both splits (names in
-    ``RUN_METRICS`` are left to the caller)."""
-    return {name: {k: (float(v) if isinstance(v, int | float | np.floating) else v)
-                   for k, v in _scored(name, z_fit, c_fit, z_score, c_score).items()} for name in names
-            if name in METRICS}
+def score(run: Any, data: ScoringData, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """{metric: its numbers} for each of ``names``: the one scoring call of evaluate, compare, synthetic and scaling.
+    A metric that needs the run or a store refuses, in one line, data that lack them."""
+    out = {}
+    for name in parse_metrics(list(names)):
+        metric = METRICS.get(name)()
+        with metric_named(name):
+            if "run" in metric.needs and run is None:
+                raise UserError("needs a trained run to read")
+            if "store" in metric.needs and data.store is None:
+                raise UserError("needs images from a store (a synthetic source has none); drop it from metrics")
+            values = dict(metric(run, data))
+        missing = [c for c in metric.columns if c not in values]
+        if missing:
+            raise ValueError(f"metric {name} gave no column {missing[0]!r} (it declares {metric.columns})")
+        out[name] = {k: float(v) if isinstance(v, int | float | np.floating) and not isinstance(v, bool) else v
+                     for k, v in values.items()}
+    return out
 
 
-def _scored(name: str, *splits: np.ndarray) -> dict[str, float]:
-    """One metric's numbers (a refusal names the metric)."""
-    with metric_named(name):
-        return METRICS[name](*splits)
+def columns(names: Sequence[str]) -> list[str]:
+    """The table columns of the metrics ``names``: ``NAME/COLUMN`` in the order each metric declares them."""
+    return [f"{name}/{col}" for name in names for col in METRICS.get(name).columns]
+
+
+def table_values(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """A ``score`` result as its table cells, ``{NAME/COLUMN: value}`` (the declared columns only)."""
+    return {f"{name}/{col}": float(values[col]) for name, values in scores.items() if name in METRICS.names()
+            for col in METRICS.get(name).columns}
 
 
 @contextmanager
@@ -87,3 +96,96 @@ def metric_named(name: str) -> Iterator[None]:
         yield
     except UserError as exc:
         raise UserError(f"metric {name}: {exc}") from None
+
+
+def _splits(data: ScoringData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    return data.factors_fit, data.codes_fit, data.factors_score, data.codes_score
+
+
+@register_metric("dci")
+class DCI(Metric):
+    """DCI disentanglement, completeness and informativeness (Eastwood & Williams), Lasso importances."""
+
+    columns = ("disentanglement", "completeness", "informativeness")
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.dci import dci
+
+        r = dci(*_splits(data), importance="lasso")
+        return {"disentanglement": r.disentanglement, "completeness": r.completeness,
+                "informativeness": r.informativeness, "importance": r.method}
+
+
+@register_metric("dci_es")
+class DCIExplicitness(Metric):
+    """DCI-ES explicitness (Eastwood et al. 2023): the area above the loss-capacity curve."""
+
+    columns = ("explicitness",)
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.dci_es import dci_es_explicitness
+
+        return {"explicitness": dci_es_explicitness(*_splits(data)).score}
+
+
+@register_metric("mig")
+class MIG(Metric):
+    """Mutual information gap (Chen et al. 2018) on the score split."""
+
+    columns = ("mig",)
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.mig import mig
+
+        r = mig(data.factors_score, data.codes_score)
+        return {"mig": r.score, "n_bins": r.n_bins}
+
+
+@register_metric("sap")
+class SAP(Metric):
+    """Separated attribute predictability (Kumar et al. 2018)."""
+
+    columns = ("sap",)
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.sap import sap
+
+        return {"sap": sap(*_splits(data)).score}
+
+
+@register_metric("citris")
+class Citris(Metric):
+    """CITRIS's R^2 and Spearman diag / sep over factors (linear regressor, Hungarian matching)."""
+
+    columns = ("r2_diag", "r2_sep", "r2_max_off_diag", "spearman_diag", "spearman_sep")
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.citris_metrics import citris_scores
+
+        r = citris_scores(*_splits(data), regressor="linear")
+        return {"r2_diag": r.r2_diag, "r2_sep": r.r2_sep, "r2_max_off_diag": r.r2_max_off_diag,
+                "spearman_diag": r.spearman_diag, "spearman_sep": r.spearman_sep}
+
+
+@register_metric("temporal")
+class Temporal(Metric):
+    """CITRIS's variable-level scores on a sequence store, under the run's own assignment of latents to variables
+    when its model learns one (else post hoc)."""
+
+    needs = frozenset({"codes", "run", "store"})
+    columns = ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.temporal_scores import node_factors, sequence_store_scores
+
+        info, enc = data.store, data.encoded or {}
+        seq = info.attrs.sequences
+        if not seq:
+            raise UserError(f"needs a sequence store; {info.path} holds i.i.d. images (render one with "
+                            "`ident3d render --sequences N --length T`)")
+        learner = getattr(run.objective(image_size=info.image_size), "learner", None)
+        assignment = learner.assignment() if hasattr(learner, "assignment") else None
+        factors = node_factors(enc["latents"], info.latent_names, enc.get("classes"), info.attrs.class_node,
+                               list(seq["intervention_names"]))
+        codes = np.concatenate([data.codes_fit, data.codes_score])
+        return sequence_store_scores(seq, factors, codes, len(data.codes_fit), assignment)

@@ -100,7 +100,7 @@ def probe_run(run_dir: str, images: np.ndarray, classes: np.ndarray, fit: np.nda
 
 def run_labels(run_dirs: list[str]) -> list[str]:
     """Short unique names of run directories: their folder names, or as many trailing path parts as it takes
-    (e.g. compare cells, all called seed0)."""
+    (e.g. compare cells, all called seed_0)."""
     for k in range(1, max(len(Path(r).parts) for r in run_dirs) + 1):
         names = ["/".join(Path(r).parts[-k:]) for r in run_dirs]
         if len(set(names)) == len(names):

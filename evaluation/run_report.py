@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ident3d.causal.errors import UserError
 
 
@@ -22,8 +20,8 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     or change sets}) overrides which latents a DA recipe counts as changing (see ``ident3d.evaluation.report``). Runs
     with a trained augmentation channel (CRL-TAC) also get a "channel" section (where P(T|X) puts its mass)
     and, with ``figure``, paper 002's Fig. 3 as a PNG there. ``metrics``: disentanglement metrics of the output
-    layer against the latents (``ident3d.evaluation.metric_suite``: dci, dci_es, mig, sap, citris), fit and scored on
-    the same splits as the probes.
+    layer (``ident3d.evaluation.metric_suite.score``: any registered metric by name), fit and scored on the same
+    splits as the probes.
     """
     from ident3d.evaluation import linear_probe_accuracy, mcc, r2_per_latent
     from ident3d.evaluation.encode import encode_store
@@ -80,12 +78,11 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
             "table": row,
         }
     if metrics:
-        from ident3d.evaluation.metric_suite import metric_suite, parse_metrics
+        from ident3d.evaluation.metric_suite import ScoringData, score
 
-        z, names_ = enc["output"], parse_metrics(metrics)
-        report["metrics"] = metric_suite(names_, y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:])
-        if "temporal" in names_:
-            report["metrics"]["temporal"] = _temporal(run, info, enc, fit_n)
+        z = enc["output"]
+        data = ScoringData(y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:], store=info, encoded=enc)
+        report["metrics"] = score(run, data, metrics)
     if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
         from ident3d.evaluation.channel import summarise_run
 
@@ -126,20 +123,3 @@ def _listed(value: Any) -> str:
     text = ", ".join(map(str, value))
     return text if len(text) <= 160 else text[:157] + "..."
 
-
-def _temporal(run: Any, info: Any, enc: dict[str, np.ndarray], fit_n: int) -> dict[str, Any]:
-    """The ``temporal`` metric: CITRIS's variable-level scores of the output layer on a sequence store, grouped by
-    the run's learned assignment when its model has one (CITRIS-style), else post hoc."""
-    from ident3d.evaluation.metric_suite import metric_named
-    from ident3d.evaluation.temporal_scores import node_factors, sequence_store_scores
-
-    seq = info.attrs.sequences
-    if not seq:
-        raise UserError(f"--metrics temporal needs a sequence store; {info.path} holds i.i.d. images (render one "
-                        f"with `ident3d render --sequences N --length T`)")
-    learner = getattr(run.objective(image_size=info.image_size), "learner", None)
-    assignment = learner.assignment() if hasattr(learner, "assignment") else None
-    factors = node_factors(enc["latents"], info.latent_names, enc.get("classes"), info.attrs.class_node,
-                           list(seq["intervention_names"]))
-    with metric_named("temporal"):
-        return sequence_store_scores(seq, factors, enc["output"], fit_n, assignment)

@@ -67,13 +67,21 @@ def spectrum_scores(h: np.ndarray, z: np.ndarray, informative: Sequence[int], to
 
 
 def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 10000, kernel: bool = False,
-                       device: str = "cpu") -> dict[str, float]:
+                       device: str = "cpu", metrics: Sequence[str] = ()) -> dict[str, float]:
     """Scores of a synthetic run (see ``score``), fit and scored on two independent held-out draws; sources with
-    an "informative" latent group (paper 003) also get ``spectrum_scores`` on the scoring draw."""
+    an "informative" latent group (paper 003) also get ``spectrum_scores`` on the scoring draw, and ``metrics``
+    (registered names, ``ident3d.evaluation.metric_suite``) their ``NAME/COLUMN`` numbers."""
     h_fit, z_fit, source = encode_source(run_dir, n_fit, 1, device)
     h_test, z_test, _ = encode_source(run_dir, n_score, 2, device)
     out = score(h_fit, z_fit, h_test, z_test, source.latent_names, source.latent_groups, kernel=kernel)
     if "informative" in source.latent_groups:
         idx = [source.latent_names.index(n) for n in source.latent_groups["informative"]]
         out.update(spectrum_scores(h_test, z_test, idx))
+    if metrics:
+        from ident3d.evaluation.metric_suite import ScoringData, table_values
+        from ident3d.evaluation.metric_suite import score as score_metrics
+        from ident3d.training.run_dir import RunDir
+
+        run = RunDir(Path(run_dir)).load()
+        out.update(table_values(score_metrics(run, ScoringData(z_fit, h_fit, z_test, h_test), metrics)))
     return out

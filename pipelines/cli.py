@@ -12,9 +12,9 @@ from ident3d.causal.errors import UserError
 # subcommand -> its module in pipelines/; only the module of the command being run is imported, so `ident3d
 # render` (and every Dask worker process, which re-imports the main script) does not pay for torch and the rest
 COMMANDS = {"demo": "demo", "sample": "sample", "scm": "scm", "render": "render", "show": "show", "check": "check",
-            "train": "train", "evaluate": "evaluate", "compare": "compare", "synthetic": "synthetic",
-            "scaling": "scaling", "dataset": "dataset", "probe": "probe", "import": "import_data",
-            "export": "export_data"}
+            "train": "train", "evaluate": "evaluate", "experiment": "experiment_cmd", "compare": "compare",
+            "synthetic": "synthetic", "scaling": "scaling", "dataset": "dataset", "probe": "probe",
+            "import": "import_data", "export": "export_data"}
 
 
 class _Parser(argparse.ArgumentParser):

@@ -21,18 +21,21 @@ from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, c
 from ident3d.pipelines.cells import Cell, canonical, claim_cell, diverged_note, read_marker, run_settings, write_marker
 from ident3d.pipelines.experiment import (
     ExperimentKind,
+    cell_dir,
     check_eval,
+    check_kind,
+    check_metrics,
     check_seeds,
     over_seeds,
     run_experiment,
-    slug,
     write_tables,
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
-TOP_KEYS = {"name", "scene", "stores", "train", "seeds", "evaluate", "rows", "da_style", "ceiling"}
+TOP_KEYS = {"kind", "name", "scene", "stores", "train", "seeds", "evaluate", "metrics", "rows", "da_style", "ceiling"}
+KIND = "compare"
 ROW_KEYS = {"name", "views", "paper", "train"}
 STORE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional"}
 EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store rows to fit and score the probes on
@@ -50,11 +53,13 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
     each row (views, train overrides) and the evaluation; one line naming the file and the key."""
     from ident3d.training.views import Normalize, make_view_maker
 
+    check_kind(cfg, KIND, where)
     if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"stores", "train", "rows"} <= set(cfg):
         raise UserError(f"config {where}: needs stores, train and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
     for key in ("name", "scene"):
         if key in cfg and (not isinstance(cfg[key], str) or not cfg[key].strip()):
             raise UserError(f"config {where}: {key} must be text, got {cfg[key]!r}")
+    check_metrics(cfg, where)
     check_stores(cfg, where)
     eval_settings(cfg, f"config {where}")
     check_rows(cfg, where)
@@ -79,6 +84,11 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
     check_train(cfg, where)
     plan_stores(cfg, f"config {where}")
     return cfg
+
+
+def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
+    """Every cell of a checked config as (row, seed, folder), the ceiling row included: what --dry-run lists."""
+    return [(row["name"], s, cell_dir(out, row["name"], s)) for row in cfg["rows"] for s in cfg.get("seeds", [0])]
 
 
 def check_stores(cfg: dict[str, Any], where: str) -> None:
@@ -244,12 +254,13 @@ def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store
 def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, stores: dict[str, str]) -> dict[str, Any]:
     """Everything that shapes a cell's report, resolved (``ident3d.pipelines.cells``): its trainer config, the stores'
     fingerprints (not their paths: a moved output keeps its cells), the evaluation and the DA style map."""
-    return {"train": run_settings(cell_config(cfg, row, seed), drop=("data", "normalize")), "stores": stores,
-            "evaluate": eval_settings(cfg), "da_style": cfg.get("da_style")}
+    settings = {"train": run_settings(cell_config(cfg, row, seed), drop=("data", "normalize")), "stores": stores,
+                "evaluate": eval_settings(cfg), "da_style": cfg.get("da_style")}
+    return {**settings, "metrics": cfg["metrics"]} if cfg.get("metrics") else settings
 
 
 def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
-             evaluate: dict[str, Any], da_style: dict[str, Any] | None = None,
+             evaluate: dict[str, Any], da_style: dict[str, Any] | None = None, metrics: tuple[str, ...] = (),
              progress: bool = False) -> dict[str, Any]:
     """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists (the caller has
     claimed the folder for the cell's settings first, ``ident3d.pipelines.cells.claim_cell``). A cell whose loss
@@ -274,14 +285,28 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     except TrainingDiverged as exc:  # the one divergence policy (as in synthetic): report the cell, go on
         return {"diverged": str(exc).split(";")[0]}
     ev = {**EVAL_DEFAULTS, **evaluate}
-    rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style)
+    rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style,
+                       metrics=metrics)
     write_marker(report_path, rep)
     return rep
 
 
 def report_columns(report: dict[str, Any], layer: str) -> list[str]:
-    """A cell report's column titles (derived from its test store); older reports: their table's keys."""
-    return list(report.get("columns") or report["layers"][layer]["table"])
+    """A cell report's column titles (derived from its test store; older reports: their table's keys), then, for the
+    output layer, its metrics' columns (``NAME/COLUMN``)."""
+    return [*(report.get("columns") or report["layers"][layer]["table"]), *metric_values(report, layer)]
+
+
+def cell_values(report: dict[str, Any], layer: str) -> dict[str, float]:
+    """A cell's numbers in the table: the report's columns of ``layer`` and its metrics' (output layer)."""
+    return {**report["layers"][layer]["table"], **metric_values(report, layer)}
+
+
+def metric_values(report: dict[str, Any], layer: str) -> dict[str, float]:
+    """The report's metrics as table cells (they score the output layer; none for the inner one)."""
+    from ident3d.evaluation.metric_suite import table_values
+
+    return table_values(report.get("metrics") or {}) if layer == "output" else {}
 
 
 def table_columns(reports: dict[tuple[str, int], dict[str, Any]], layer: str) -> list[str]:
@@ -302,7 +327,7 @@ def aggregate(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]
     cols = table_columns(reports, layer)
     table = {}
     for row in cfg["rows"]:
-        vals = [[reports[(row["name"], s)]["layers"][layer]["table"].get(c, np.nan) for c in cols]
+        vals = [[cell_values(reports[(row["name"], s)], layer).get(c, np.nan) for c in cols]
                 for s in cfg.get("seeds", [0]) if (row["name"], s) in reports]
         if not vals:
             continue
@@ -457,11 +482,14 @@ class Compare(ExperimentKind):
         cells = []
         for row in cfg["rows"]:
             for s in cfg.get("seeds", [0]):
-                cell = where / "cells" / slug(row["name"]) / f"seed{s}"
+                cell = cell_dir(where, row["name"], s)
+                before = cell.parent / f"seed{s}"  # the cell's folder before every kind's were seed_N: kept
+                if before.is_dir() and not cell.exists():
+                    before.rename(cell)
                 claim_cell(cell, cell_settings(cfg, row, s, digests))
                 cells.append(Cell((row["name"], s), run_cell, (
                     str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
-                    cfg.get("evaluate") or {}, cfg.get("da_style"))))
+                    cfg.get("evaluate") or {}, cfg.get("da_style"), tuple(cfg.get("metrics") or ()))))
         return cells
 
     def tabulate(self, cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]],
@@ -478,17 +506,21 @@ class Compare(ExperimentKind):
             md += "\n\n" + diverged_note(diverged)
         summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts,
                    "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
+        from ident3d.evaluation.metric_suite import columns as metric_columns
+
+        extra = set(metric_columns(cfg.get("metrics") or []))  # the latents' columns are the paper's, not these
+        latents = {name: {c: v for c, v in row.items() if c not in extra} for name, row in table.items()}
         top = ceiling_name(cfg)
         if top in table and len(table) > 1:
             from ident3d.store.info import store_info
 
             summary["ceiling"] = top
             classes = store_info(str(out / "stores" / "test.zarr"), allow_partial=True).class_names or []
-            summary["fraction_of_ceiling"] = ceiling_fractions(table, top, chance_levels(columns_of(table),
-                                                                                         len(classes)))
+            summary["fraction_of_ceiling"] = ceiling_fractions(latents, top, chance_levels(columns_of(latents),
+                                                                                           len(classes)))
             md += "\n\n## Fraction of the supervised ceiling\n\n" + fraction_markdown(
-                summary["fraction_of_ceiling"], table[top])
-        files = write_tables(out, {"table.md": md + "\n", "vs_paper.md": side_by_side(cfg, table) + "\n",
+                summary["fraction_of_ceiling"], latents[top])
+        files = write_tables(out, {"table.md": md + "\n", "vs_paper.md": side_by_side(cfg, latents) + "\n",
                                    "table.json": json.dumps(summary, indent=2) + "\n",
                                    "table.csv": lambda p: write_csv(table, p, counts)})
         files["table.png"] = out / "table.png"

@@ -126,6 +126,28 @@ def whole(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def cell_dir(out: Path, row: str, seed: int) -> Path:
+    """Where the cell of (row, seed) lives, for every kind: ``OUT/cells/ROW/seed_N`` (ROW: the row's name, slugged)."""
+    return out / "cells" / slug(row) / f"seed_{seed}"
+
+
+def check_kind(cfg: Mapping[str, Any], kind: str, where: str) -> None:
+    """A config's ``kind`` (required by ``ident3d experiment``, optional for the kind's own command) is ``kind``."""
+    if isinstance(cfg, Mapping) and cfg.get("kind", kind) != kind:
+        raise UserError(f"config {where}: kind is {cfg['kind']!r}, not {kind}; run it with `ident3d experiment "
+                        f"{where}`")
+
+
+def check_metrics(cfg: Mapping[str, Any], where: str) -> list[str]:
+    """A config's ``metrics``: registered metric names (``ident3d.evaluation.metric_suite``), scored in every cell."""
+    from ident3d.evaluation.metric_suite import parse_metrics
+
+    if "metrics" in cfg and (not isinstance(cfg["metrics"], list) or not cfg["metrics"]):
+        raise UserError(f"config {where}: metrics must be a list of metric names, e.g. [dci, mig], got "
+                        f"{cfg['metrics']!r}")
+    return parse_metrics(cfg.get("metrics"), f"config {where}: metrics")
+
+
 def check_seeds(seeds: Any, head: str) -> list[int]:
     """A non-empty list of whole numbers >= 0, or one line starting with ``head``."""
     if not isinstance(seeds, list) or not seeds or not all(whole(s) and s >= 0 for s in seeds):

@@ -21,9 +21,12 @@ from ident3d.evaluation.verdicts import PAPER001_MEAN_R2, paper000_facts, paper0
 from ident3d.pipelines.cells import Cell
 from ident3d.pipelines.compare import Compare, add_grid_flags, check_layer, store_args
 from ident3d.pipelines.compare import load_config as load_compare
+from ident3d.pipelines.compare import plan as plan_compare
 from ident3d.pipelines.experiment import (
     ExperimentKind,
+    cell_dir,
     check_claim,
+    check_kind,
     claim_output,
     run_experiment,
     slug,
@@ -32,7 +35,8 @@ from ident3d.pipelines.experiment import (
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
-TOP_KEYS = {"name", "description", "paper", "points"}
+TOP_KEYS = {"kind", "name", "description", "paper", "points"}
+KIND = "scaling"
 POINT_KEYS = {"config", "out"}
 PAPERS = ("000", "001")
 PAPER000_ROWS = ("LT: change hues", "DA: crop (large) + colour distortion", "LT: change positions + hues")
@@ -51,6 +55,7 @@ def check_config(cfg: Any, where: str, base: Path = Path(".")) -> dict[str, Any]
     relative paths taken from ``base`` (the config file's folder); every point is checked (``check_point``), point
     names and folders are unique, and a paper-000 experiment's points give the columns its paper values need."""
     head = f"config {where}"
+    check_kind(cfg, KIND, where)
     if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"name", "paper", "points"} <= set(cfg):
         raise UserError(f"{head}: needs name, paper and points (allowed keys: {', '.join(sorted(TOP_KEYS))})")
     for key in ("name", "description"):
@@ -180,6 +185,12 @@ def overlaps(a: Path, b: Path) -> bool:
     return a == b or a in b.parents or b in a.parents
 
 
+def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
+    """Every cell of every point as ("POINT / ROW", seed, folder): what --dry-run lists."""
+    return [(f"{point['name']}{SEP}{row}", seed, Path(shown(folder))) for point in cfg["points"]
+            for row, seed, folder in plan_compare(point["compare"], point_out(out, point))]
+
+
 def point_out(out: Path, point: dict[str, Any]) -> Path:
     """A point's compare output: its ``out`` if the config gives one, else ``OUT/points/NAME``."""
     return point["out"] or out / "points" / slug(point["name"])
@@ -215,8 +226,8 @@ class Scaling(ExperimentKind):
             mine = {(k[len(prefix):], s): r for (k, s), r in results.items() if k.startswith(prefix)}
             lost = {(k[len(prefix):], s): r for (k, s), r in diverged.items() if k.startswith(prefix)}
             where = point_out(out, point)
-            Compare(layer=self.layer).tabulate(point["compare"], mine, lost, where)
-            points.append((point, where))
+            table = Compare(layer=self.layer).tabulate(point["compare"], mine, lost, where)["table"]
+            points.append((point, where, mine, table))
         curves: dict[str, Any] = {"name": cfg["name"], "paper": cfg["paper"], "layer": self.layer, "match": MATCH}
         files: dict[str, Any] = {}
         if cfg["paper"] == "001":
@@ -251,11 +262,12 @@ def scale_of(cfg: dict[str, Any]) -> dict[str, Any]:
             "pixels_seen": steps * batch * px * px, "label": f"{n / 1024:g}k img / {px} px / {steps} steps"}
 
 
-def cell_scores(cell: Path, layer: str = "output") -> dict[str, Any]:
-    """Per-latent linear R^2, their mean, MCC and (NN rows) the mean logged snap distance of one compare cell."""
+def cell_scores(report: dict[str, Any], cell: Path, layer: str = "output") -> dict[str, Any]:
+    """Per-latent linear R^2, their mean, MCC and (NN rows) the mean logged snap distance of one compare cell (its
+    report, and its folder for the training log)."""
     from ident3d.training.trainer import read_metrics
 
-    rep = json.loads((cell / "report.json").read_text())["layers"][layer]
+    rep = report["layers"][layer]
     r2 = rep["r2_linear"]
     snaps = [r["views/snap_distance"] for r in read_metrics(cell) if "views/snap_distance" in r]
     return {"r2": r2, "mean": statistics.fmean(r2.values()), "mcc": rep["mcc_pearson_out_of_sample"],
@@ -268,14 +280,16 @@ def _ms(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
 
 
-def paper001_table(out: Path, layer: str = "output") -> tuple[str, dict[str, Any]]:
-    """Paper 001's 3DIdent table of one compare output (its cells are cells/ROW/seedN): markdown and numbers."""
+def paper001_table(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]], out: Path,
+                   layer: str = "output") -> tuple[str, dict[str, Any]]:
+    """Paper 001's 3DIdent table of one point (its compare config ``cfg``, the engine's cell ``reports`` and its
+    output ``out``, where the cells' training logs are): markdown and numbers, the config's rows only."""
     rows = {}
-    for row in sorted((out / "cells").iterdir()):
-        cells = [cell_scores(c, layer) for c in sorted(row.glob("seed*"))
-                 if (c / "report.json").exists() and c.name[4:].isdigit()]
+    for row in cfg["rows"]:
+        cells = [cell_scores(reports[(row["name"], s)], cell_dir(out, row["name"], s), layer)
+                 for s in cfg.get("seeds", [0]) if (row["name"], s) in reports]
         if cells:
-            rows[row.name] = cells
+            rows[slug(row["name"])] = cells
     if not rows:
         raise UserError(f"{out} has no finished cells to tabulate")
     names = list(next(iter(rows.values()))[0]["r2"])
@@ -304,29 +318,30 @@ def paper001_table(out: Path, layer: str = "output") -> tuple[str, dict[str, Any
     return "\n".join(lines) + note, summary
 
 
-def paper001_points(points: list[tuple[dict[str, Any], Path]], layer: str = "output") -> dict[str, Any]:
+def paper001_points(points: list[tuple[dict[str, Any], Path, dict, dict]], layer: str = "output") -> dict[str, Any]:
     """Per point, each row's mean linear R^2, per-latent R^2, MCC, fraction of the ceiling and snap distance (and
     the point's paper-001 table as markdown)."""
     out = []
-    for point, where in points:
-        md, rows = paper001_table(where, layer)
+    for point, where, reports, _ in points:
+        md, rows = paper001_table(point["compare"], reports, where, layer)
         out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
                     "scale": scale_of(point["compare"]), "rows": rows, "markdown": md})
     return {"points": out}
 
 
-def paper000_points(points: list[tuple[dict[str, Any], Path]]) -> dict[str, Any]:
-    """Per point, the three rows' and the ceiling's column means (compare's table.json) and the paper's values."""
+def paper000_points(points: list[tuple[dict[str, Any], Path, dict, dict]]) -> dict[str, Any]:
+    """Per point, the three rows' and the ceiling's column means (the point's table as the engine made it) and the
+    paper's values."""
     out, paper = [], {}
-    for point, where in points:
+    for point, where, _, table in points:
         cfg = point["compare"]
-        summary = json.loads((where / "table.json").read_text())
-        rows = {name: {c: v[0] for c, v in summary["table"][name].items()}
-                for name in (*PAPER000_ROWS, CEILING_NAME) if name in summary["table"]}
-        paper.update({r["name"]: dict(zip(summary["columns"], r["paper"], strict=True))
+        columns = point_columns(cfg)  # the paper's columns (a config's metrics add others, which it has no values for)
+        rows = {name: {c: table[name][c][0] for c in columns}
+                for name in (*PAPER000_ROWS, CEILING_NAME) if name in table}
+        paper.update({r["name"]: dict(zip(columns, r["paper"], strict=True))
                       for r in cfg["rows"] if r["name"] in PAPER000_ROWS and r.get("paper")})
         out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
-                    "scale": scale_of(cfg), "columns": summary["columns"], "rows": rows})
+                    "scale": scale_of(cfg), "columns": columns, "rows": rows})
     return {"points": out, "paper": paper}
 
 

@@ -13,11 +13,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ident3d.causal.errors import UserError
+from ident3d.causal.errors import MissingData, UserError
 from ident3d.pipelines.cells import Cell, claim_cell, matches, read_marker, run_settings, write_marker
 from ident3d.pipelines.experiment import (
     ExperimentKind,
+    cell_dir,
     check_eval,
+    check_kind,
+    check_metrics,
     check_seeds,
     over_seeds,
     run_experiment,
@@ -26,23 +29,26 @@ from ident3d.pipelines.experiment import (
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
 
-TOP_KEYS = {"name", "description", "paper", "train", "evaluate", "seeds", "rows"}
+TOP_KEYS = {"kind", "name", "description", "paper", "train", "evaluate", "metrics", "seeds", "rows"}
+KIND = "synthetic"
 ROW_KEYS = {"name", "source", "hp", "train", "expect", "note"}
 EVAL_DEFAULTS = {"n_fit": 10000, "n_score": 10000, "kernel": False}  # held-out draws to fit and score on
 EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
+def load_config(path: str | Path, missing: list[str] | None = None) -> dict[str, Any]:
     """Read and check a synthetic config; every row's source, encoder and objective are built once (on no data)."""
-    return check_config(read_yaml_config(path, "configs/synthetic/"), str(path))
+    return check_config(read_yaml_config(path, "configs/synthetic/"), str(path), missing)
 
 
-def check_config(cfg: Any, where: str) -> dict[str, Any]:
+def check_config(cfg: Any, where: str, missing: list[str] | None = None) -> dict[str, Any]:
     """Validate the whole config before any work: keys and types of every section, seeds, evaluation settings,
     expectations, and every row's trainer config (source, encoder, objective and their values built once).
-    Each problem is one line naming the file and the key."""
+    Each problem is one line naming the file and the key. A row whose source's data are not on this machine is
+    refused too, or, given a ``missing`` list (a dry run), noted there (its source cannot be built without them)."""
     head = f"config {where}"
+    check_kind(cfg, KIND, where)
     if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"name", "rows"} <= set(cfg):
         raise UserError(f"{head}: needs name and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
     for key in ("name", "description", "paper"):
@@ -52,6 +58,7 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
     if not isinstance(cfg["rows"], list) or not cfg["rows"]:
         raise UserError(f"{head}: rows must be a non-empty list of {{name, source, hp, ...}}")
     check_seeds(cfg.get("seeds", [0]), head)
+    check_metrics(cfg, where)
     if not isinstance(cfg.get("train") or {}, dict):
         raise UserError(f"{head}: train must be a mapping of training settings (objective, encoder, steps, ...)")
     eval_settings(cfg, head)
@@ -78,6 +85,10 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
                                 f"got {rule!r}")
         try:
             check_cell(train_config(cfg, row, seed=0, steps=None, device="cpu"))
+        except MissingData as exc:
+            if missing is None:
+                raise UserError(f"{where_row}: {exc}") from None
+            missing.append(f"{where_row}: {exc}")
         except UserError as exc:
             raise UserError(f"{where_row}: {exc}") from None
     return cfg
@@ -117,7 +128,8 @@ def check_cell(tc: Any) -> None:
 def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None) -> dict[str, Any]:
     """Everything that shapes a cell's scores, resolved (``ident3d.pipelines.cells``): its trainer config and
     evaluation."""
-    return {"train": run_settings(train_config(cfg, row, seed, steps, "cpu")), "evaluate": eval_settings(cfg)}
+    settings = {"train": run_settings(train_config(cfg, row, seed, steps, "cpu")), "evaluate": eval_settings(cfg)}
+    return {**settings, "metrics": cfg["metrics"]} if cfg.get("metrics") else settings
 
 
 def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, steps: int | None,
@@ -145,7 +157,8 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     except TrainingDiverged as exc:
         return {"diverged": str(exc).split(";")[0]}
     ev = eval_settings(cfg)
-    scores = evaluate_synthetic(cell, n_fit=ev["n_fit"], n_score=ev["n_score"], kernel=ev["kernel"], device=device)
+    scores = evaluate_synthetic(cell, n_fit=ev["n_fit"], n_score=ev["n_score"], kernel=ev["kernel"], device=device,
+                                metrics=cfg.get("metrics") or ())
     rows = read_metrics(cell)
     scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")  # all runs of the cell
     scores["final_loss"] = float(rows[-1].get("loss", float("nan"))) if rows else float("nan")
@@ -153,19 +166,22 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     return scores
 
 
-def table_metrics(results: dict[tuple[str, int], dict[str, float]]) -> list[str]:
-    """The table's columns: the headline metrics every cell has, then per-group ones, then training time."""
+def table_metrics(results: dict[tuple[str, int], dict[str, float]], metrics: list[str] | None = None) -> list[str]:
+    """The table's columns: the headline metrics every cell has, then per-group ones, the config's ``metrics``
+    (``NAME/COLUMN``), then training time."""
+    from ident3d.evaluation.metric_suite import columns
+
     scored = [set(r) for r in results.values() if "diverged" not in r]
     keys = set.intersection(*scored) if scored else set()
     head = [k for k in ("linear_r2", "mcc", "kernel_r2") if k in keys]
     groups = sorted(k for k in keys if k.startswith(("linear_r2/", "kernel_r2/")))
     extra = sorted(k for k in keys if k.startswith(("spectrum", "top_corr")))
-    return head + groups + extra + ["train_seconds"]
+    return head + groups + extra + [c for c in columns(metrics or []) if c in keys] + ["train_seconds"]
 
 
 def aggregate(cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, float]]) -> dict[str, Any]:
     """{"columns": [...], "rows": {row: {metric: {mean, std, n}}, "expect": ..., "met": bool|None}}."""
-    cols = table_metrics(results)
+    cols = table_metrics(results, cfg.get("metrics"))
     table: dict[str, Any] = {"name": cfg["name"], "columns": cols, "rows": {}}
     for row in cfg["rows"]:
         done = [(s, results[(row["name"], s)]) for s in cfg.get("seeds", [0]) if (row["name"], s) in results]
@@ -226,6 +242,11 @@ def write_csv(table: dict[str, Any], path: Path) -> None:
                 w.writerow([name] + [r["stats"][c][k] for c in table["columns"] for k in ("mean", "std", "n")]
                            + [r["met"]])
     write_atomic(path, write)
+
+
+def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
+    """Every cell of a checked config as (row, seed, folder): what --dry-run lists."""
+    return [(row["name"], s, cell_dir(out, row["name"], s)) for row in cfg["rows"] for s in cfg.get("seeds", [0])]
 
 
 def scatter_figure(cell: Path, path: Path, title: str, n: int = 2000) -> None:
@@ -297,7 +318,8 @@ class Synthetic(ExperimentKind):
 
     def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
               progress: bool) -> list[Cell]:
-        return [Cell((row["name"], s), run_cell, (cfg, row, s, cell_dir(out, row, s), self.steps, self.device))
+        return [Cell((row["name"], s), run_cell, (cfg, row, s, cell_dir(out, row["name"], s), self.steps,
+                                                  self.device))
                 for row in self.wanted(cfg) for s in cfg.get("seeds", [0])]
 
     def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
@@ -305,7 +327,7 @@ class Synthetic(ExperimentKind):
         results = {**results, **{key: {"diverged": why} for key, why in diverged.items()}}
         for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
             for s in cfg.get("seeds", [0]):
-                cell = cell_dir(out, row, s)
+                cell = cell_dir(out, row["name"], s)
                 scores = read_marker(cell / "scores.json")
                 if (row["name"], s) not in results and scores is not None and matches(
                         cell, cell_settings(cfg, row, s, self.steps)):
@@ -322,7 +344,7 @@ class Synthetic(ExperimentKind):
             (out / "figures").mkdir(exist_ok=True)
             s0 = table["seeds"][0]
             for row in (r for r in self.wanted(cfg) if "diverged" not in results[(r["name"], s0)]):
-                cell, name = cell_dir(out, row, s0), slug(row["name"])
+                cell, name = cell_dir(out, row["name"], s0), slug(row["name"])
                 if not (cell / CHECKPOINT).exists():  # e.g. results kept without their weights
                     print(f"figures: {row['name']} kept as it was ({cell} has no {CHECKPOINT} to draw from)")
                     continue
@@ -330,11 +352,6 @@ class Synthetic(ExperimentKind):
                 if "top_corr" in results[(row["name"], s0)]:
                     spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row['name']} (seed {s0})")
         return table
-
-
-def cell_dir(out: Path, row: dict[str, Any], seed: int) -> Path:
-    """Where the cell of (row, seed) lives."""
-    return out / "cells" / slug(row["name"]) / f"seed_{seed}"
 
 
 def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,

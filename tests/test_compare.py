@@ -95,7 +95,7 @@ def test_demo_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "LT: change hues" in out and "cell 2/3: LT: change hues, seed 0" in out
     assert "supervised (ceiling)" in table and "Fraction of the supervised ceiling" in out
-    config = json.loads((tmp_path / "demo/cells/lt_change_hues/seed0/config.json").read_text())
+    config = json.loads((tmp_path / "demo/cells/lt_change_hues/seed_0/config.json").read_text())
     assert config["data"] == str((tmp_path / "demo/stores/train.zarr").resolve())  # absolute, as the README says
     demo = tmp_path / "demo"
     md, vs = (demo / "table.md").read_text(), (demo / "vs_paper.md").read_text()
@@ -126,5 +126,5 @@ def test_a_diverging_cell_is_reported_and_the_grid_goes_on(tmp_path):
     summary = json.loads((tmp_path / "out" / "table.json").read_text())
     assert [(d["row"], d["seed"]) for d in summary["diverged"]] == [("exploding lr", 0)]
     assert "loss became" in summary["diverged"][0]["why"] and "exploding lr, seed 0 (loss became" in result["markdown"]
-    assert (tmp_path / "out/cells/lt_change_hues/seed0/report.json").exists()
-    assert not (tmp_path / "out/cells/exploding_lr/seed0/report.json").exists()
+    assert (tmp_path / "out/cells/lt_change_hues/seed_0/report.json").exists()
+    assert not (tmp_path / "out/cells/exploding_lr/seed_0/report.json").exists()

@@ -42,7 +42,7 @@ def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
         from ident3d.pipelines.compare import check_config, run_compare
 
         run_compare(check_config(compare_cfg("tiny", steps), "test"), out)
-        return out, [out / f"cells/{row}/seed0/report.json" for row in ("lt_change_hues", "supervised_ceiling")]
+        return out, [out / f"cells/{row}/seed_0/report.json" for row in ("lt_change_hues", "supervised_ceiling")]
     from ident3d.pipelines.scaling import load_config, run_scaling
 
     points = []
@@ -52,7 +52,7 @@ def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
         points.append({"config": str(path)})
     (tmp / "scaling.yaml").write_text(yaml.safe_dump({"name": "tiny", "paper": "001", "points": points}))
     run_scaling(load_config(tmp / "scaling.yaml"), out)
-    return out, [out / f"points/point{i}/cells/{row}/seed0/report.json"
+    return out, [out / f"points/point{i}/cells/{row}/seed_0/report.json"
                  for i in (0, 1) for row in ("lt_change_hues", "supervised_ceiling")]
 
 
@@ -85,7 +85,7 @@ def test_scaling_curves_are_the_points_own_numbers(tmp_path):
     assert [p["name"] for p in curves["points"]] == ["point0", "point1"]
     assert [p["scale"]["steps"] for p in curves["points"]] == [3, 4]
     for i, point in enumerate(curves["points"]):
-        report = json.loads((out / f"points/point{i}/cells/lt_change_hues/seed0/report.json").read_text())
+        report = json.loads((out / f"points/point{i}/cells/lt_change_hues/seed_0/report.json").read_text())
         r2 = report["layers"]["output"]["r2_linear"]
         assert point["rows"]["lt_change_hues"]["mean_r2"] == pytest.approx(statistics.fmean(r2.values()))
         compare = json.loads((out / f"points/point{i}/table.json").read_text())
@@ -114,7 +114,7 @@ def check_another_layer(tmp: Path, out: Path, done: list[Path]) -> None:
     assert json.loads((out / "curves.json").read_text())["layer"] == curves["layer"] == "inner"
     for i, point in enumerate(curves["paper001"]["points"]):
         assert json.loads((out / f"points/point{i}/table.json").read_text())["layer"] == "inner"
-        report = json.loads((out / f"points/point{i}/cells/lt_change_hues/seed0/report.json").read_text())
+        report = json.loads((out / f"points/point{i}/cells/lt_change_hues/seed_0/report.json").read_text())
         r2 = report["layers"]["inner"]["r2_linear"]
         assert point["rows"]["lt_change_hues"]["mean_r2"] == pytest.approx(statistics.fmean(r2.values()))
     assert [p.stat().st_mtime_ns for p in done] == stamps
@@ -223,9 +223,67 @@ def test_a_colour_strength_sweep_is_a_compare_config(tmp_path):
            "rows": [{"name": f"DA: colour x{s}", "views": f"colour(strength={s})"} for s in (0.25, 1.0)]}
     result = run_compare(check_config(cfg, "test"), tmp_path / "sweep")
     assert list(result["table"]) == ["DA: colour x0.25", "DA: colour x1.0"]
-    cells = [tmp_path / "sweep/cells" / f"da_colour_x{s}/seed0" for s in ("0_25", "1_0")]
+    cells = [tmp_path / "sweep/cells" / f"da_colour_x{s}/seed_0" for s in ("0_25", "1_0")]
     configs = [json.loads((c / "config.json").read_text()) for c in cells]
     assert [c["views"] for c in configs] == ["colour(strength=0.25)", "colour(strength=1.0)"]
     assert {k: v for k, v in configs[0].items() if k != "views"} == {k: v for k, v in configs[1].items() if k != "views"}
     weights = [torch.load(c / "checkpoint.pt", weights_only=False)["model"] for c in cells]
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_a_metric_added_from_a_test_module_gets_its_column_in_compare_and_synthetic_tables(tmp_path):
+    """Issue 34.1: one registry serves every table. A metric registered here (its value: the codes' width, which the
+    test knows: out_dim 4 for the compare cells, 3 for the synthetic one) is named in each config's ``metrics:`` and
+    appears as its NAME/COLUMN column with that value, after the kind's own columns; an unknown name is one line."""
+    from ident3d.evaluation.metric_suite import METRICS, Metric, register_metric
+    from ident3d.pipelines.compare import check_config as check_compare
+    from ident3d.pipelines.compare import run_compare
+    from ident3d.pipelines.synthetic import check_config as check_synthetic
+    from ident3d.pipelines.synthetic import run_synthetic
+
+    @register_metric("code_width")
+    class CodeWidth(Metric):
+        """The number of code dimensions (a value a test can predict)."""
+
+        columns = ("dims",)
+
+        def __call__(self, run, data):
+            return {"dims": data.codes_score.shape[1], "fit_rows": len(data.codes_fit)}
+
+    try:
+        compare = run_compare(check_compare({**compare_cfg("metric"), "ceiling": False, "metrics": ["code_width"]},
+                                            "test"), tmp_path / "compare")
+        row = compare["table"]["LT: change hues"]
+        assert list(row)[-1] == "code_width/dims" and row["code_width/dims"][0] == 4.0
+        assert "code_width/dims" in (tmp_path / "compare/table.md").read_text().splitlines()[2]
+        cfg = {"name": "tiny", "seeds": [0], "evaluate": {"n_fit": 200, "n_score": 200}, "metrics": ["code_width"],
+               "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": 3, "batch_size": 32},
+               "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]}
+        table = run_synthetic(check_synthetic(cfg, "test"), tmp_path / "synthetic", device="cpu", progress=False,
+                              figures=False)
+        assert table["columns"][-2:] == ["code_width/dims", "train_seconds"]
+        assert table["rows"]["box"]["stats"]["code_width/dims"]["mean"] == 3.0
+        with pytest.raises(UserError, match=r"metrics: unknown metric 'code_widht'; choose from .*code_width"):
+            check_synthetic({**cfg, "metrics": ["code_widht"]}, "test")
+    finally:
+        METRICS.unregister("code_width")
+
+
+def test_a_row_removed_from_a_scaling_config_is_gone_from_its_tables(tmp_path):
+    """Issue 34.2: scaling reads the engine's results, not the disk. A point's ceiling row is dropped from its
+    config (ceiling: false) after a full run: its cells stay on disk, and the curves and tables no longer show it."""
+    from ident3d.pipelines.scaling import load_config, run_scaling
+
+    def run(ceiling: bool) -> dict:
+        path = tmp_path / "point.yaml"
+        path.write_text(yaml.safe_dump({**compare_cfg("point"), "ceiling": ceiling}))
+        (tmp_path / "scaling.yaml").write_text(yaml.safe_dump({"kind": "scaling", "name": "tiny", "paper": "001",
+                                                               "points": [{"config": str(path)}]}))
+        return run_scaling(load_config(tmp_path / "scaling.yaml"), tmp_path / "out")
+
+    assert set(run(True)["paper001"]["points"][0]["rows"]) == {"lt_change_hues", "supervised_ceiling"}
+    curves = run(False)
+    assert (tmp_path / "out/points/point/cells/supervised_ceiling/seed_0/report.json").exists()
+    assert set(curves["paper001"]["points"][0]["rows"]) == {"lt_change_hues"}
+    assert "supervised_ceiling" not in (tmp_path / "out/tables/point.md").read_text()
+    assert "supervised ceiling" not in (tmp_path / "out/points/point/table.md").read_text()

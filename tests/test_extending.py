@@ -55,7 +55,7 @@ def my_parts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     yield module
     OBJECTIVES.unregister("align_uniform")
     VIEWS.unregister("mirror")
-    del METRICS["max_corr"]
+    METRICS.unregister("max_corr")
 
 
 @pytest.fixture(scope="module")

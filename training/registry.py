@@ -20,8 +20,9 @@ FIXED_ARGS = frozenset({"encoder", "out_dim", "constraint", "image_size"})  # fi
 class Registry:
     """A named collection of classes registered with ``@REGISTRY.register("name")``."""
 
-    def __init__(self, kind: str, word: str | None = None):
+    def __init__(self, kind: str, word: str | None = None, hint: str = "ident3d train --list"):
         self.kind, self.word = kind, word  # word: what one setting is called ("hyperparameter"), None: no settings
+        self.hint = hint  # where a user sees the entries
         self._items: dict[str, type] = {}
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
@@ -45,7 +46,7 @@ class Registry:
     def get(self, name: str) -> type:
         if name not in self._items:
             raise UserError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(sorted(self._items))} "
-                            "(see ident3d train --list)")
+                            f"(see {self.hint})")
         return self._items[name]
 
     def names(self) -> list[str]:

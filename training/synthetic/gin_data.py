@@ -20,7 +20,7 @@ import torch
 import torchvision
 from torch.nn import functional as F
 
-from ident3d.causal.errors import UserError
+from ident3d.causal.errors import MissingData, UserError
 from ident3d.causal.rng import stream_key
 from ident3d.training.flows import RealNVPMixing
 from ident3d.training.synthetic.base import VectorSource
@@ -120,7 +120,7 @@ def load_emnist_digits(root: str | Path, train: bool = True) -> tuple[torch.Tens
     try:
         ds = torchvision.datasets.EMNIST(str(root), split="digits", train=train, download=False)
     except RuntimeError:
-        raise UserError(f"EMNIST digits not found under {Path(root) / 'EMNIST'}; fetch them once with "
+        raise MissingData(f"EMNIST digits not found under {Path(root) / 'EMNIST'}; fetch them once with "
                         f"torchvision.datasets.EMNIST({str(root)!r}, split='digits', download=True) "
                         "or point the source's root (e.g. source: {kind: emnist_sets, root: DIR}) at them") from None
     return ds.data.transpose(1, 2).contiguous(), ds.targets.long()

@@ -1,0 +1,93 @@
+"""``ident3d experiment CONFIG``: run any experiment config, of the kind its required ``kind:`` key names (compare,
+synthetic, scaling; ``ident3d compare|synthetic|scaling --config`` are aliases with the kind implied). ``--dry-run``
+checks the whole config and lists its cells and where they go, without rendering, training or writing anything."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ident3d.causal.errors import UserError
+from ident3d.pipelines.experiment import slug
+from ident3d.pipelines.files import read_yaml_config
+
+KINDS = ("compare", "synthetic", "scaling")  # each the module ident3d.pipelines.KIND: load_config, plan, run
+SHARED = ("--out", "--workers", "--scheduler", "--no-progress")  # what every kind's command takes
+
+
+def kind_of(path: str | Path) -> tuple[str, ModuleType]:
+    """The config's ``kind`` and its module; a config without one (or with another) is refused in one line."""
+    raw = read_yaml_config(path, "configs/")
+    kind = raw.get("kind") if isinstance(raw, dict) else None
+    if kind not in KINDS:
+        got = "no kind" if kind is None else f"kind {kind!r}"
+        raise UserError(f"config {path}: has {got}; give kind: one of {', '.join(KINDS)} (the experiment it "
+                        "describes, see docs/experiments.md)")
+    return kind, importlib.import_module(f"ident3d.pipelines.{kind}")
+
+
+def default_out(kind: str, cfg: dict[str, Any]) -> Path:
+    """Where an experiment goes without --out: runs/KIND/NAME."""
+    return Path("runs") / kind / slug(str(cfg.get("name") or kind))
+
+
+def dry_run(path: str | Path, out: str | Path | None = None) -> str:
+    """Check the whole config (as running it would, before any work) and list its cells: the text printed."""
+    kind, module = kind_of(path)
+    missing: list[str] = []  # a synthetic source's dataset that is not here: said, not refused
+    cfg = module.load_config(path, missing) if kind == "synthetic" else module.load_config(path)
+    where = Path(out) if out else default_out(kind, cfg)
+    cells = module.plan(cfg, where)
+    lines = [f"config {path}: ok; kind {kind}, experiment {cfg.get('name') or kind!r}, {len(cells)} cells -> {where}"]
+    lines += [f"  {row}, seed {seed}: {folder}" for row, seed, folder in cells]
+    lines += [f"note: running it needs data that are not here: {text}" for text in missing]
+    return "\n".join(lines)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "experiment", help="run any experiment config (its kind: key picks compare, synthetic or scaling)",
+        description="Run (or resume) every cell of an experiment config and write its tables: the kind comes from "
+                    "the config's kind: key. Cells are keyed by their settings (a finished cell is reused, a changed "
+                    "one run again), run here or on a Dask cluster, and written atomically. --dry-run checks the "
+                    "whole config and lists the cells without running anything.",
+        epilog="examples:\n  ident3d experiment configs/da_vs_lt_small.yaml --dry-run\n"
+               "  ident3d experiment configs/synthetic/paper001.yaml --out runs/paper001 --workers 2",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", help="an experiment config (configs/), with kind: compare, synthetic or scaling")
+    p.add_argument("--out", help="output folder (default: runs/KIND/NAME)")
+    p.add_argument("--dry-run", action="store_true", help="check the config and list its cells; run nothing")
+    p.add_argument("--workers", type=int, default=1, help="cells trained in parallel on a local Dask cluster")
+    p.add_argument("--scheduler", metavar="ADDR", help="run the cells on an existing Dask cluster")
+    p.add_argument("--layer", choices=("output", "inner"), help="representation to tabulate (compare, scaling)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace finished tables made with another --layer (compare, scaling)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars or per-cell lines")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        print(dry_run(args.config, args.out))
+        return 0
+    kind, module = kind_of(args.config)
+    if kind == "synthetic" and (args.layer or args.overwrite):
+        raise UserError(f"{'--layer' if args.layer else '--overwrite'} applies to compare and scaling configs; "
+                        f"{args.config} is a synthetic one")
+    out = args.out or str(default_out(kind, module.load_config(args.config)))
+    ns = alias_args(kind, module, args.config, out)  # the alias's own defaults for its other flags
+    ns.workers, ns.scheduler, ns.no_progress = args.workers, args.scheduler, args.no_progress
+    if kind != "synthetic":
+        ns.layer, ns.overwrite = args.layer or "output", args.overwrite
+    return int(module.run(ns) or 0)
+
+
+def alias_args(kind: str, module: ModuleType, config: str, out: str) -> argparse.Namespace:
+    """The arguments ``ident3d KIND --config CONFIG --out OUT`` would get: the alias's parser gives every other flag
+    its default, so both commands run the same."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    module.add_parser(sub)
+    return sub.choices[kind].parse_args(["--config", config, "--out", out])

@@ -1,0 +1,80 @@
+"""``ident3d experiment CONFIG``: one command for every experiment config, the kind read from its ``kind:`` key;
+``--dry-run`` checks a whole config and lists its cells without writing anything."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("*.yaml"))
+TINY = {"kind": "synthetic", "name": "tiny", "seeds": [0, 1], "evaluate": {"n_fit": 200, "n_score": 200},
+        "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": 3, "batch_size": 32},
+        "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]}
+
+
+def test_dry_run_accepts_every_config_under_configs_and_writes_nothing(tmp_path):
+    assert len(CONFIGS) >= 19
+    for config in CONFIGS:
+        r = run_cli("experiment", config, "--dry-run", "--out", tmp_path / "out", cwd=ROOT)
+        assert r.returncode == 0, (config, r.stderr)
+        head, *cells = r.stdout.splitlines()
+        kind = yaml.safe_load((ROOT / config).read_text())["kind"]
+        assert head.startswith(f"config {config}: ok; kind {kind}")
+        n = int(head.split(" cells")[0].rsplit(" ", 1)[1])
+        listed = [line for line in cells if line.startswith("  ")]
+        assert len(listed) == n > 0 and all("/seed_" in line for line in listed)
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_lists_the_cells_of_rows_times_seeds(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    r = run_cli("experiment", path, "--dry-run", "--out", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1:] == [f"  box, seed {s}: {tmp_path / 'out/cells/box'}/seed_{s}" for s in (0, 1)]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"kind": None}, r"has no kind; give kind: one of compare, synthetic, scaling"),
+    ({"kind": "grid"}, r"has kind 'grid'; give kind: one of compare, synthetic, scaling"),
+    ({"metrics": "dci"}, r"metrics must be a list of metric names"),
+    ({"metrics": ["dcii"]}, r"metrics: unknown metric 'dcii'"),
+])
+def test_a_bad_kind_or_metric_is_one_line_before_anything_is_written(tmp_path, edit, message):
+    cfg = {k: v for k, v in {**TINY, **edit}.items() if v is not None}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    for extra in ((), ("--dry-run",)):
+        r = run_cli("experiment", path, "--out", tmp_path / "out", *extra)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert re.search(message, r.stderr), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_alias_refuses_a_config_of_another_kind(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    r = run_cli("compare", "--config", path, "--out", tmp_path / "out")
+    assert r.returncode == 2 and "kind is 'synthetic', not compare; run it with `ident3d experiment" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_experiment_runs_a_config_as_its_alias_does(tmp_path):
+    """The same config through ``experiment`` and through ``synthetic``: the same cells and the same table."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "seeds": [0]}))
+    a = run_cli("experiment", path, "--out", tmp_path / "a", "--no-progress")
+    b = run_cli("synthetic", "--config", path, "--out", tmp_path / "b", "--no-progress", "--no-figures")
+    assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
+    tables = [json.loads((tmp_path / x / "table.json").read_text()) for x in ("a", "b")]
+    for t in tables:
+        t["rows"]["box"]["stats"].pop("train_seconds")
+    assert tables[0] == tables[1]
+    assert (tmp_path / "a/cells/box/seed_0/scores.json").exists()
