@@ -208,7 +208,7 @@ def snap_table(path: str, changes: list[str], batch: int, batches: int) -> dict[
 def main() -> None:
     """Build (or reuse) the store, measure, print and write the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", default="/tmp/ident3d_ltnn_scale/c3d_250k_32px.zarr")
+    ap.add_argument("--store", default="runs/ltnn_scale/c3d_250k_32px.zarr")
     ap.add_argument("--n", type=int, default=250_000)
     ap.add_argument("--size", type=int, default=32)
     ap.add_argument("--chunk-size", type=int, default=64)

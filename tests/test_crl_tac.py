@@ -171,6 +171,32 @@ def test_each_phase_reaches_only_its_own_network():
         assert all(p.grad is None for p in kept.parameters()), phase
 
 
+def test_the_controlled_ablations_are_declared_hyperparameters():
+    """Issue 34.3: the controlled study's switches (once environment variables of a patch) are hyperparameters.
+    channel_anchor=false is the denominator without the anchor; channel_draws sets the channel phase's crops per
+    image (and the uniforms the view maker supplies); channel_warmup holds the channel (no gradient) at first."""
+    x = torch.randn(4, 3, 84, 84)
+    base = _objective(m=2)
+    u = torch.rand(4, 2 + 5, generator=torch.Generator().manual_seed(3))
+    for anchor in (True, False):
+        obj = _objective(m=2, channel_draws=5, channel_anchor=anchor)
+        obj.load_state_dict(base.state_dict())
+        assert obj.draws_per_image == 7 and base.draws_per_image == 4
+        out = obj([x, u], phase="channel")
+        idx = (u[:, 2:] * 289).long()  # 5 uniform crops per image, weighted by P(T|X)
+        with torch.no_grad():
+            z = obj.embed(cut(x, idx, obj.grid)).view(4, 5, -1)
+        want = weighted_views_nce(z, obj.channel(x).gather(1, idx), 0.5, jensen=False, anchor_in_denominator=anchor)
+        assert out["bound"].item() == pytest.approx(want.item(), abs=1e-6)
+    assert _objective(m=2, channel_anchor=False)([x, u[:, :4]], phase="channel")["bound"] != pytest.approx(
+        base([x, u[:, :4]], phase="channel")["bound"].item(), abs=1e-6)
+    held = _objective(m=2, channel_warmup=10)
+    for step, moves in ((9, False), (10, True)):
+        held.zero_grad(set_to_none=True)
+        held([x, u[:, :4]], step=step, phase="channel")["loss"].backward()
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in held.channel.parameters()) == moves
+
+
 def test_mass_on_object_hand_computed():
     """10 px crops at stride 2 on 42 px: the pixel (5, 5) lies in the 9 crops with corners in {0, 2, 4}^2."""
     from ident3d.evaluation.channel import channel_summary, crops_holding

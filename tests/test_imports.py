@@ -3,6 +3,7 @@ functions count), no code lives in ``results/``, and importing the render API do
 imported by render workers only)."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,8 +97,26 @@ def test_the_cycle_check_finds_a_cycle_through_a_function_level_import(tmp_path,
     assert list(nx.simple_cycles(graph)) == [["pkg.a", "pkg.b"]] or list(nx.simple_cycles(graph)) == [["pkg.b", "pkg.a"]]
 
 
+RESULT_FILES = {".md", ".json", ".jsonl", ".csv", ".png", ".txt"}  # tables, records, figures, logs
+
+
 def test_results_hold_no_code():
-    assert sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").rglob("*.py")) == []
+    """results/ holds results and the commands that made them (in READMEs), never code: every file, whatever its
+    name, is a table, record, figure or log, not executable and not a script (no #! line)."""
+    files = [p for p in (ROOT / "results").rglob("*") if p.is_file()]
+    assert len(files) > 100
+    assert sorted(str(p.relative_to(ROOT)) for p in files if p.suffix not in RESULT_FILES) == []
+    assert sorted(str(p.relative_to(ROOT)) for p in files if p.stat().st_mode & 0o111) == []
+    assert sorted(str(p.relative_to(ROOT)) for p in files if p.read_bytes()[:2] == b"#!") == []
+
+
+def test_benchmarks_hold_no_shell_runner_patch_or_absolute_path():
+    """A study runs on the engine: no shell runner or patch file under benchmarks/, and no absolute path (of this
+    machine or a scratch folder) written into its code."""
+    files = [p for p in (ROOT / "benchmarks").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert sorted(str(p.relative_to(ROOT)) for p in files if p.suffix in {".sh", ".diff", ".patch"}) == []
+    pattern = re.compile(r"""["'](/tmp|/work|/root|/home|/Users)/""")
+    assert sorted(str(p.relative_to(ROOT)) for p in files if p.suffix == ".py" and pattern.search(p.read_text())) == []
 
 
 def test_render_api_and_each_pipelines_module_import_cleanly_without_bpy():

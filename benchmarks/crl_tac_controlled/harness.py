@@ -1,10 +1,9 @@
 """One controlled CRL-TAC run on 5k real MNIST digits on the 84 px canvas at a small CPU budget, scored on subsets.
 
-Run from the repository root with training/objectives/crl_tac.py patched by scratch_hooks.diff (environment
-switches: TAC_SELFNEG=0 leaves the anchor out of the channel phase's denominator, as before the fix; TAC_WARMUP=N
-freezes the channel for the first N steps; TAC_MC=N draws N uniform crops per image in the channel phase).
-Appends one JSON row to /tmp/tac/results.jsonl; queue.sh lists the runs recorded in
-results/crl_tac_mnist5k/controlled/runs.jsonl.
+Run from the repository root. The ablations are crl_tac hyperparameters given with --args (channel_anchor false
+leaves the anchor out of the channel phase's denominator, as before the fix; channel_warmup N holds the channel for
+the first N steps; channel_draws N draws N uniform crops per image in the channel phase). The store, the runs and
+results.jsonl (one JSON row appended per run) go under --work; results/crl_tac_mnist5k/README.md lists the runs.
 """
 
 import argparse
@@ -38,14 +37,15 @@ def main() -> None:
     ap.add_argument("--nfit", type=int, default=1000)
     ap.add_argument("--ntest", type=int, default=500)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--work", default="runs/crl_tac_controlled", help="folder of the store, runs and results.jsonl")
     a = ap.parse_args()
-    root = Path("/tmp/tac/data")
+    root = Path(a.work) / "data"
     root.mkdir(parents=True, exist_ok=True)
     tr, te = load_dataset("mnist5k_canvas", train=True), load_dataset("mnist5k_canvas", train=False)
     store = root / "train.zarr"
     if not store.exists():
         write_dataset_store(tr, store, chunk_size=256)
-    run = Path("/tmp/tac/runs") / f"{a.name}_s{a.seed}"
+    run = Path(a.work) / "runs" / f"{a.name}_s{a.seed}"
     oa = json.loads(a.args)
     cfg = TrainConfig(data=str(store), objective="crl_tac", views="learned_crop", encoder="tac_cnn", out_dim=50,
                       steps=a.steps, batch_size=a.batch, lr=a.lr, seed=a.seed, log_every=50,
@@ -64,7 +64,7 @@ def main() -> None:
                eval_s=time.perf_counter() - t0)
     row = {"name": a.name, "seed": a.seed, "steps": a.steps, "args": oa, **out}
     print(json.dumps(row), flush=True)
-    with open("/tmp/tac/results.jsonl", "a") as fh:
+    with open(Path(a.work) / "results.jsonl", "a") as fh:
         fh.write(json.dumps(row) + "\n")
 
 

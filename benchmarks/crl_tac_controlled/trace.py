@@ -1,6 +1,6 @@
 """The channel's entropy and mass on digit crops over the first steps of CRL-TAC on the 84 px real-digit canvas:
 the trainer's two phases on one shared Adam, in a plain loop, printed every ``--every`` steps (run from the
-repository root; with scratch_hooks.diff applied, TAC_SELFNEG=0 gives the channel phase's old denominator)."""
+repository root; --args '{"channel_anchor": false}' gives the channel phase's denominator before the fix)."""
 
 import argparse
 import json

@@ -92,6 +92,10 @@ class CRLTAC(Objective):
             made before the channel phase counted the anchor in its denominator; results/crl_tac_mnist5k after).
         channel_net: P(T|X)'s network, "fast" (default) or "paper" (Fig. 5 as drawn;
         ``ident3d.training.channel.ChannelNet``).
+        channel_anchor: count the anchor view in the channel phase's denominator, as the paper's eq. (19) does
+            (default true; false is the code before that fix, an ablation of results/crl_tac_mnist5k).
+        channel_warmup: hold the channel at its start for this many first steps (default 0).
+        channel_draws: uniform crops per image in the channel phase (default: m).
     Needs ``--views learned_crop``; the encoder sees crops (e.g. ``--encoder tac_cnn --out-dim 50``), the
     representation of an image is E_{P(T|X)}[h(T(X))] over every crop, normalised (``features``: E[f(T(X))]).
     """
@@ -101,7 +105,9 @@ class CRLTAC(Objective):
     def __init__(self, encoder: nn.Module, *, beta: Positive = 0.5, m: Annotated[int, Range(ge=2)] = 8,
                  entropy_weight: NonNegative = 0.0025, train_channel: bool = True, crop: Count | None = None,
                  stride: Count | None = None, top: Count = 8, channel_bound: Literal["jensen", "exact"] = "exact",
-                 channel_net: Literal["fast", "paper"] = "fast"):
+                 channel_net: Literal["fast", "paper"] = "fast", channel_anchor: bool = True,
+                 channel_warmup: Annotated[int, Range(ge=0)] = 0,
+                 channel_draws: Annotated[int, Range(ge=2)] | None = None):
         super().__init__(encoder)
         self.jensen = channel_bound == "jensen"
         if not isinstance(encoder, Encoder) or not encoder.image_size:
@@ -112,7 +118,9 @@ class CRLTAC(Objective):
         self.channel = ChannelNet(self.grid.n, layout=channel_net, image_size=int(encoder.image_size))
         self.channel.requires_grad_(self.train_channel)
         self.phases = ("encoder", "channel") if self.train_channel else ("encoder",)
-        self.draws_per_image = 2 * m  # uniforms the view maker supplies: m per phase
+        self.anchor, self.warmup = bool(channel_anchor), int(channel_warmup)
+        self.draws = m if channel_draws is None else int(channel_draws)  # crops per image in the channel phase
+        self.draws_per_image = m + self.draws  # uniforms the view maker supplies: m, then the channel phase's
 
     def embed(self, crops: torch.Tensor) -> torch.Tensor:
         """h(T(X)) on the unit sphere, for a batch of crops (the same path as evaluation's ``crop_outputs``)."""
@@ -120,7 +128,7 @@ class CRLTAC(Objective):
 
     def forward(self, views: list[torch.Tensor], step: int = 0, total_steps: int = 1,
                 phase: str = "encoder") -> dict[str, torch.Tensor]:
-        """One phase's loss from [whole images (B, C, H, W), uniforms (B, 2m)]
+        """One phase's loss from [whole images (B, C, H, W), uniforms (B, m + channel_draws)]
         (``ident3d.training.views.learned_crop``)."""
         x, u = views
         b = x.shape[0]
@@ -135,11 +143,14 @@ class CRLTAC(Objective):
         if phase != "channel":
             raise ValueError(f"unknown phase {phase!r}")
         log_p = self.channel(x)
+        if step < self.warmup:  # the channel is held at its start for the first channel_warmup steps
+            return {"loss": 0.0 * log_p.sum(), "bound": log_p.new_zeros(()), "entropy": channel_entropy(log_p).detach()}
         idx = (u[:, self.m:] * self.grid.n).long().clamp_(max=self.grid.n - 1)
         with torch.no_grad():
-            z = self.embed(cut(x, idx, self.grid)).view(b, self.m, -1)
+            z = self.embed(cut(x, idx, self.grid)).view(b, self.draws, -1)
         entropy = channel_entropy(log_p)
-        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta, jensen=self.jensen, anchor_in_denominator=True)
+        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta, jensen=self.jensen,
+                                   anchor_in_denominator=self.anchor)
         return {"loss": bound - self.entropy_weight * entropy, "bound": bound.detach(), "entropy": entropy.detach()}
 
     def probabilities(self, x: torch.Tensor) -> torch.Tensor:
