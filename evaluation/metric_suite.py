@@ -25,8 +25,8 @@ NEEDS = frozenset({"codes", "run", "store"})
 @dataclass(frozen=True)
 class ScoringData:
     """What a metric may read: true factors (N, K) and learned codes (N, L) of the fit and score splits; for images,
-    the store's info (``ident3d.store.info.StoreInfo``) and its encodings (``ident3d.evaluation.encode``), None for a
-    synthetic source (which has no store)."""
+    the store's info (``ident3d.store.info.StoreInfo``) and its encodings (``ident3d.evaluation.encode``); for a
+    synthetic run, its source (``ident3d.training.synthetic``) instead."""
 
     factors_fit: np.ndarray
     codes_fit: np.ndarray
@@ -34,6 +34,7 @@ class ScoringData:
     codes_score: np.ndarray
     store: Any = None
     encoded: Mapping[str, np.ndarray] | None = None
+    source: Any = None
 
 
 class Metric:
@@ -67,7 +68,7 @@ def score(run: Any, data: ScoringData, names: Sequence[str]) -> dict[str, dict[s
         with metric_named(name):
             if "run" in metric.needs and run is None:
                 raise UserError("needs a trained run to read")
-            if "store" in metric.needs and data.store is None:
+            if "store" in metric.needs and data.store is None:  # (a metric that needs images)
                 raise UserError("needs images from a store (a synthetic source has none); drop it from metrics")
             values = dict(metric(run, data))
         missing = [c for c in metric.columns if c not in values]
@@ -169,13 +170,16 @@ class Citris(Metric):
 
 @register_metric("temporal")
 class Temporal(Metric):
-    """CITRIS's variable-level scores on a sequence store, under the run's own assignment of latents to variables
-    when its model learns one (else post hoc)."""
+    """CITRIS's variable-level scores of latents learned from interventional sequences (a sequence store, or the
+    ``temporal_sequences`` synthetic source), under the run's own assignment of latents to variables when its model
+    learns one (else post hoc)."""
 
-    needs = frozenset({"codes", "run", "store"})
+    needs = frozenset({"codes", "run"})
     columns = ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        if data.store is None:
+            return self.of_source(run, data)
         from ident3d.evaluation.temporal_scores import node_factors, sequence_store_scores
 
         info, enc = data.store, data.encoded or {}
@@ -183,9 +187,30 @@ class Temporal(Metric):
         if not seq:
             raise UserError(f"needs a sequence store; {info.path} holds i.i.d. images (render one with "
                             "`ident3d render --sequences N --length T`)")
-        learner = getattr(run.objective(image_size=info.image_size), "learner", None)
-        assignment = learner.assignment() if hasattr(learner, "assignment") else None
         factors = node_factors(enc["latents"], info.latent_names, enc.get("classes"), info.attrs.class_node,
                                list(seq["intervention_names"]))
         codes = np.concatenate([data.codes_fit, data.codes_score])
+        assignment = _assignment(run.objective(image_size=info.image_size))
         return sequence_store_scores(seq, factors, codes, len(data.codes_fit), assignment)
+
+    @staticmethod
+    def of_source(run: Any, data: ScoringData) -> dict[str, Any]:
+        """The scores on a synthetic source's frames, grouped by its causal variables."""
+        from ident3d.evaluation.temporal_scores import temporal_scores
+
+        source = data.source
+        if getattr(source, "node_variable", None) is None:
+            raise UserError("needs a sequence store or the temporal_sequences synthetic source (a source of "
+                            "interventional sequences, whose causal variables it groups the factors by)")
+        s = temporal_scores(data.factors_fit, data.codes_fit, data.factors_score, data.codes_score,
+                            source.node_variable, _assignment(run.objective(in_dim=source.obs_dim)))
+        out = {k: float(s[k]) for k in Temporal.columns}
+        out.update(assignment_kind=s["assignment_kind"], assignment=np.asarray(s["assignment"]).tolist(),
+                   variables=list(source.variable_names), r2=np.round(s["r2"], 4).tolist())
+        return out
+
+
+def _assignment(objective: Any) -> np.ndarray | None:
+    """The learned assignment of latents to causal variables of a model that has one (CITRIS-style), else None."""
+    learner = getattr(objective, "learner", None)
+    return learner.assignment() if hasattr(learner, "assignment") else None

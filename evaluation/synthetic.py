@@ -83,5 +83,6 @@ def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 1
         from ident3d.training.run_dir import RunDir
 
         run = RunDir(Path(run_dir)).load()
-        out.update(table_values(score_metrics(run, ScoringData(z_fit, h_fit, z_test, h_test), metrics)))
+        data = ScoringData(z_fit, h_fit, z_test, h_test, source=source)
+        out.update(table_values(score_metrics(run, data, metrics)))
     return out

@@ -38,6 +38,7 @@ TOP_KEYS = {"kind", "name", "scene", "stores", "train", "seeds", "evaluate", "me
 KIND = "compare"
 ROW_KEYS = {"name", "views", "paper", "train"}
 STORE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional"}
+SEQUENCE_KEYS = {"sequences", "length", "scm", "resolution", "samples", "seed", "preset"}  # a sequence store's spec
 EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store rows to fit and score the probes on
 # the row `ceiling: true` (the default) adds: the same encoder, data and budget trained on the labels
 CEILING_ROW = {"name": CEILING_NAME, "views": "labels", "train": {"objective": "supervised", "hp": {}}}
@@ -92,25 +93,33 @@ def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
 
 
 def check_stores(cfg: dict[str, Any], where: str) -> None:
-    """Each store spec has a positive n, resolution and samples and only known keys (checked before anything
-    renders; ``plan_stores`` then checks them with the renderer)."""
+    """Each store spec has a positive n (or, for a sequence store, sequences and length), resolution and samples and
+    only known keys (checked before anything renders; ``plan_stores`` then checks them with the renderer)."""
     for key in ("train", "test"):
         spec = cfg["stores"].get(key) if isinstance(cfg["stores"], dict) else None
         if not isinstance(spec, dict):
             raise UserError(f"config {where}: stores.{key} is missing; give n, resolution and samples")
-        if unknown := sorted(set(spec) - STORE_KEYS):
-            raise UserError(f"config {where}: stores.{key} has no setting {unknown[0]!r}; allowed: "
-                            f"{', '.join(sorted(STORE_KEYS))}")
-        for field_ in ("n", "resolution", "samples"):
+        allowed = SEQUENCE_KEYS if "sequences" in spec else STORE_KEYS
+        if unknown := sorted(set(spec) - allowed):
+            raise UserError(f"config {where}: stores.{key} has no setting {unknown[0]!r}"
+                            + (" (a sequence store has sequences x length frames)" if "sequences" in spec else "")
+                            + f"; allowed: {', '.join(sorted(allowed))}")
+        for field_ in ("sequences", "length", "resolution", "samples") if "sequences" in spec else (
+                "n", "resolution", "samples"):
             value = spec.get(field_)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UserError(f"config {where}: stores.{key}.{field_} must be a whole number >= 1, got {value!r}")
         seed = spec.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise UserError(f"config {where}: stores.{key}.seed must be a whole number >= 0, got {seed!r}")
-        for field_ in ("preset", "views", "view_seeds", "view_conditional"):
+        for field_ in ("preset", "views", "view_seeds", "view_conditional", "scm"):
             if field_ in spec and spec[field_] is not None and not isinstance(spec[field_], str):
                 raise UserError(f"config {where}: stores.{key}.{field_} must be text, got {spec[field_]!r}")
+
+
+def store_size(spec: dict[str, Any]) -> int:
+    """The images of a store spec: n, or sequences x length frames."""
+    return spec["n"] if "n" in spec else spec["sequences"] * spec["length"]
 
 
 def check_rows(cfg: dict[str, Any], where: str) -> None:
@@ -197,46 +206,55 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
     except UserError as exc:
         raise UserError(f"{head}: train: {exc}") from None
     need = OBJECTIVES.get(tc.objective).n_views
-    n = cfg["stores"]["train"]["n"]
+    n = store_size(cfg["stores"]["train"])
     if tc.batch_size > n:
-        raise UserError(f"{head}: train.batch_size {tc.batch_size} is larger than stores.train.n = {n} images; "
+        raise UserError(f"{head}: train.batch_size {tc.batch_size} is larger than the {n} images of stores.train; "
                         "lower the batch or render more")
     if need != 2 and OBJECTIVES.get(tc.objective).view_maker is None:  # every image view maker makes two views
         raise UserError(f"{head}: objective {tc.objective} needs {need} views; the rows' view makers make 2")
     check_seeds(cfg.get("seeds", [0]), head)
 
 
-def store_args(spec: dict[str, Any], scene: str) -> dict[str, Any]:
-    """The render API's arguments for one of the config's stores."""
-    return {"scene": scene, "n": spec["n"], "seed": spec.get("seed", 0), "preset": spec.get("preset", "fast"),
-            "settings": {"resolution": spec["resolution"], "samples": spec["samples"]},
-            "views": spec.get("views") or None, "view_seeds": spec.get("view_seeds", "independent"),
-            "view_conditional": spec.get("view_conditional")}
+def store_args(spec: dict[str, Any], scene: str | None) -> dict[str, Any]:
+    """The render API's arguments for one of the config's stores (``ident3d.render.render_store``, or for a sequence
+    store ``ident3d.render.sequences.render_sequences``, whose scene is its SCM's unless the config names one)."""
+    common = {"seed": spec.get("seed", 0), "preset": spec.get("preset", "fast"),
+              "settings": {"resolution": spec["resolution"], "samples": spec["samples"]}}
+    if "sequences" in spec:
+        return {**common, "scm": spec.get("scm", "temporal_causal3dident"), "sequences": spec["sequences"],
+                "length": spec["length"], "scene": scene}
+    return {**common, "scene": scene or "causal3dident", "n": spec["n"], "views": spec.get("views") or None,
+            "view_seeds": spec.get("view_seeds", "independent"), "view_conditional": spec.get("view_conditional")}
 
 
 def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
     """Check both stores with the renderer before either renders (nothing is written; ``head`` starts an error's
     line); returns each store's fingerprint digest (what a cell's key records of its data, not its path)."""
     from ident3d.render import plan_render
+    from ident3d.render.sequences import plan_sequences
 
     digests = {}
     for key in ("train", "test"):
+        spec = cfg["stores"][key]
         try:
-            plan = plan_render(f"{key}.zarr", **store_args(cfg["stores"][key], cfg.get("scene", "causal3dident")))
+            plan = (plan_sequences if "sequences" in spec else plan_render)(
+                f"{key}.zarr", **store_args(spec, cfg.get("scene")))
         except UserError as exc:
             raise UserError(f"{head}: stores.{key}: {exc}") from None
         digests[key] = hashlib.sha256(canonical(plan.attrs.fingerprint()).encode()).hexdigest()
     return digests
 
 
-def render_store(spec: dict[str, Any], scene: str, out: Path, workers: int | None, scheduler: str | None,
+def render_store(spec: dict[str, Any], scene: str | None, out: Path, workers: int | None, scheduler: str | None,
                  progress: bool = False) -> None:
     """Render (or resume) one of the config's stores through the render API."""
     from ident3d.render import render_store as render
+    from ident3d.render.sequences import render_sequences
 
     if progress:
-        print(f"rendering {out}: {spec['n']} images at {spec['resolution']} px", flush=True)
-    report = render(out, **store_args(spec, scene), workers=workers, scheduler=scheduler, progress=progress)
+        print(f"rendering {out}: {store_size(spec)} images at {spec['resolution']} px", flush=True)
+    report = (render_sequences if "sequences" in spec else render)(
+        out, **store_args(spec, scene), workers=workers, scheduler=scheduler, progress=progress)
     if not report.ok:
         raise UserError(f"rendering {out} failed for chunks {sorted(report.failed)}; re-run to retry them")
 
@@ -475,7 +493,7 @@ class Compare(ExperimentKind):
         where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
         stores = {k: where / "stores" / f"{k}.zarr" for k in ("train", "test")}
         digests = plan_stores(cfg)
-        scene = cfg.get("scene", "causal3dident")
+        scene = cfg.get("scene")
         for key, path in stores.items():
             render_store(cfg["stores"][key], scene, path, None, scheduler, progress)
         _check_da_style_names(cfg, str(stores["test"]))

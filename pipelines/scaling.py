@@ -19,7 +19,7 @@ from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH
 from ident3d.evaluation.verdicts import PAPER001_MEAN_R2, paper000_facts, paper001_facts
 from ident3d.pipelines.cells import Cell
-from ident3d.pipelines.compare import Compare, add_grid_flags, check_layer, store_args
+from ident3d.pipelines.compare import Compare, add_grid_flags, check_layer, store_args, store_size
 from ident3d.pipelines.compare import load_config as load_compare
 from ident3d.pipelines.compare import plan as plan_compare
 from ident3d.pipelines.experiment import (
@@ -257,7 +257,7 @@ def run_scaling(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
 def scale_of(cfg: dict[str, Any]) -> dict[str, Any]:
     """A point's scale: training images, resolution, steps, batch and the pixels the encoder saw (the x axis)."""
     store, train = cfg["stores"]["train"], cfg["train"]
-    n, px, steps, batch = store["n"], store["resolution"], train["steps"], train["batch_size"]
+    n, px, steps, batch = store_size(store), store["resolution"], train["steps"], train["batch_size"]
     return {"images": n, "resolution": px, "steps": steps, "batch_size": batch, "seeds": len(cfg.get("seeds", [0])),
             "pixels_seen": steps * batch * px * px, "label": f"{n / 1024:g}k img / {px} px / {steps} steps"}
 

@@ -32,7 +32,8 @@ from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_at
 TOP_KEYS = {"kind", "name", "description", "paper", "train", "evaluate", "metrics", "seeds", "rows"}
 KIND = "synthetic"
 ROW_KEYS = {"name", "source", "hp", "train", "expect", "note"}
-EVAL_DEFAULTS = {"n_fit": 10000, "n_score": 10000, "kernel": False}  # held-out draws to fit and score on
+EVAL_DEFAULTS = {"fit": 10000, "score": 10000, "kernel": False}  # held-out draws to fit and score on (as compare's)
+RENAMED = {"n_fit": "fit", "n_score": "score"}  # the evaluate keys before every kind shared compare's
 EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
 
@@ -96,7 +97,18 @@ def check_config(cfg: Any, where: str, missing: list[str] | None = None) -> dict
 
 def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
     """The config's evaluation settings with defaults filled in, checked (``head`` starts an error's line)."""
+    old = sorted(set(cfg.get("evaluate") or {}) & set(RENAMED)) if isinstance(cfg.get("evaluate"), dict) else []
+    if old:
+        raise UserError(f"{head}: evaluate.{old[0]} is now evaluate.{RENAMED[old[0]]}, the name every experiment "
+                        "kind uses; rename it")
     return check_eval(cfg, EVAL_DEFAULTS, "held-out draws", head)
+
+
+def keyed_eval(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation settings as cells record them in their key (the names they had when the first cells were
+    keyed: a renamed config key must not make every finished cell stale)."""
+    ev = eval_settings(cfg)
+    return {"n_fit": ev["fit"], "n_score": ev["score"], "kernel": ev["kernel"]}
 
 
 def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None, device: str) -> Any:
@@ -128,7 +140,7 @@ def check_cell(tc: Any) -> None:
 def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None) -> dict[str, Any]:
     """Everything that shapes a cell's scores, resolved (``ident3d.pipelines.cells``): its trainer config and
     evaluation."""
-    settings = {"train": run_settings(train_config(cfg, row, seed, steps, "cpu")), "evaluate": eval_settings(cfg)}
+    settings = {"train": run_settings(train_config(cfg, row, seed, steps, "cpu")), "evaluate": keyed_eval(cfg)}
     return {**settings, "metrics": cfg["metrics"]} if cfg.get("metrics") else settings
 
 
@@ -157,7 +169,7 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     except TrainingDiverged as exc:
         return {"diverged": str(exc).split(";")[0]}
     ev = eval_settings(cfg)
-    scores = evaluate_synthetic(cell, n_fit=ev["n_fit"], n_score=ev["n_score"], kernel=ev["kernel"], device=device,
+    scores = evaluate_synthetic(cell, n_fit=ev["fit"], n_score=ev["score"], kernel=ev["kernel"], device=device,
                                 metrics=cfg.get("metrics") or ())
     rows = read_metrics(cell)
     scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")  # all runs of the cell

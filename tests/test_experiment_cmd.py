@@ -13,7 +13,7 @@ from helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("*.yaml"))
-TINY = {"kind": "synthetic", "name": "tiny", "seeds": [0, 1], "evaluate": {"n_fit": 200, "n_score": 200},
+TINY = {"kind": "synthetic", "name": "tiny", "seeds": [0, 1], "evaluate": {"fit": 200, "score": 200},
         "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": 3, "batch_size": 32},
         "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]}
 

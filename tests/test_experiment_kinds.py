@@ -8,6 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -31,7 +32,7 @@ def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
     if kind == "synthetic":
         from ident3d.pipelines.synthetic import check_config, run_synthetic
 
-        cfg = check_config({"name": "tiny", "seeds": [0], "evaluate": {"n_fit": 200, "n_score": 200},
+        cfg = check_config({"name": "tiny", "seeds": [0], "evaluate": {"fit": 200, "score": 200},
                             "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": steps,
                                       "batch_size": 32},
                             "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]},
@@ -149,7 +150,7 @@ def test_a_cell_is_bit_identical_however_the_grid_is_split(tmp_path):
 
     # paper 001's encoder and batch: big enough that torch splits its products over threads (a small MLP runs on
     # one thread whatever the setting, and would pass without the fixed count)
-    cfg = check_config({"name": "split", "seeds": [0], "evaluate": {"n_fit": 1000, "n_score": 1000},
+    cfg = check_config({"name": "split", "seeds": [0], "evaluate": {"fit": 1000, "score": 1000},
                         "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 10, "steps": 100,
                                   "batch_size": 512, "encoder_args": {"hidden": [100, 200, 200, 100]}},
                         "rows": [{"name": "box", "source": {"kind": "latent_pairs"}, "hp": {"p": 2}}]}, "test")
@@ -256,7 +257,7 @@ def test_a_metric_added_from_a_test_module_gets_its_column_in_compare_and_synthe
         row = compare["table"]["LT: change hues"]
         assert list(row)[-1] == "code_width/dims" and row["code_width/dims"][0] == 4.0
         assert "code_width/dims" in (tmp_path / "compare/table.md").read_text().splitlines()[2]
-        cfg = {"name": "tiny", "seeds": [0], "evaluate": {"n_fit": 200, "n_score": 200}, "metrics": ["code_width"],
+        cfg = {"name": "tiny", "seeds": [0], "evaluate": {"fit": 200, "score": 200}, "metrics": ["code_width"],
                "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": 3, "batch_size": 32},
                "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]}
         table = run_synthetic(check_synthetic(cfg, "test"), tmp_path / "synthetic", device="cpu", progress=False,
@@ -287,3 +288,29 @@ def test_a_row_removed_from_a_scaling_config_is_gone_from_its_tables(tmp_path):
     assert set(curves["paper001"]["points"][0]["rows"]) == {"lt_change_hues"}
     assert "supervised_ceiling" not in (tmp_path / "out/tables/point.md").read_text()
     assert "supervised ceiling" not in (tmp_path / "out/points/point/table.md").read_text()
+
+
+def test_the_temporal_learners_run_as_a_compare_config_on_sequence_stores(tmp_path):
+    """Issue 34.3: the temporal study is an experiment on the engine (configs/temporal_small.yaml at CPU size): its
+    stores are rendered sequence stores, each row a temporal objective with its view maker, and the config's
+    ``metrics: [temporal]`` scores CITRIS's variable-level numbers, under the CITRIS-style model's own assignment and
+    post hoc for the time-contrastive one; the table's temporal columns are the cells' own numbers."""
+    from ident3d.pipelines.compare import check_config, run_compare
+
+    seq = {"length": 6, "resolution": 16, "samples": 1}
+    cfg = {"kind": "compare", "name": "temporal_tiny", "seeds": [0], "metrics": ["temporal"], "ceiling": False,
+           "stores": {"train": {**seq, "sequences": 4, "seed": 0}, "test": {**seq, "sequences": 10, "seed": 1}},
+           "train": {"encoder": "cnn", "out_dim": 12, "steps": 2, "batch_size": 8},
+           "evaluate": {"fit": 16, "score": 44, "kernel": False},
+           "rows": [{"name": "time-contrastive", "views": "next_frame", "train": {"objective": "infonce"}},
+                    {"name": "CITRIS-style", "views": "next_frame_targets", "train": {"objective": "citris_vae"}}]}
+    table = run_compare(check_config(cfg, "test"), tmp_path / "out")["table"]
+    for row, kind in (("time_contrastive", "post hoc"), ("citris_style", "learned")):
+        report = json.loads((tmp_path / f"out/cells/{row}/seed_0/report.json").read_text())
+        temporal = report["metrics"]["temporal"]
+        assert temporal["assignment_kind"] == kind and np.asarray(temporal["r2"]).shape == (7, 7)
+        name = {"time_contrastive": "time-contrastive", "citris_style": "CITRIS-style"}[row]
+        assert table[name]["temporal/diag"][0] == pytest.approx(temporal["diag"], abs=1e-12)
+    from ident3d.store.info import store_info
+
+    assert store_info(str(tmp_path / "out/stores/train.zarr")).attrs.sequences["length"] == 6

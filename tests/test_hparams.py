@@ -15,7 +15,7 @@ TINY_SYNTHETIC = {
     "name": "tiny", "seeds": [0],
     "train": {"objective": "lp_infonce", "encoder": "mlp", "encoder_args": {"hidden": [16, 16]}, "out_dim": 3,
               "steps": 40, "batch_size": 64, "lr": 0.003, "amp": False, "log_every": 10},
-    "evaluate": {"n_fit": 500, "n_score": 500},
+    "evaluate": {"fit": 500, "score": 500},
     "rows": [{"name": "box normal", "source": {"kind": "latent_pairs", "space": "box", "conditional": "normal",
                                                "scale": 0.05, "dim": 3}, "hp": {"p": 2}}],
 }
@@ -36,7 +36,7 @@ def test_config_files_read_exponents_as_numbers(tmp_path):
         "name: tiny\n"
         "train: {objective: lp_infonce, encoder: mlp, encoder_args: {hidden: [16]}, out_dim: 3, steps: 40,\n"
         "        batch_size: 64, lr: 2e-3, amp: false}\n"
-        "evaluate: {n_fit: 1_000, n_score: 500}\n"
+        "evaluate: {fit: 1_000, score: 500}\n"
         "rows:\n"
         "  - name: box normal\n"
         "    source: {kind: latent_pairs, space: box, conditional: normal, scale: 5e-2, dim: 3}\n"

@@ -20,7 +20,7 @@ CFG = {
     "name": "tiny", "seeds": [0],
     "train": {"objective": "lp_infonce", "encoder": "mlp", "encoder_args": {"hidden": [16, 16]}, "out_dim": 3,
               "steps": 600, "batch_size": 64, "lr": 0.003, "amp": False, "log_every": 10, "checkpoint_every": 1000},
-    "evaluate": {"n_fit": 500, "n_score": 500},
+    "evaluate": {"fit": 500, "score": 500},
     "rows": [{"name": "box normal", "source": {"kind": "latent_pairs", "space": "box", "conditional": "normal",
                                                "scale": 0.05, "dim": 3}, "hp": {"p": 2}}],
 }
@@ -161,7 +161,8 @@ def _edit(path, value):
 
 
 @pytest.mark.parametrize("edit,expected", [
-    (_edit(["evaluate", "n_fit"], -10), "evaluate.n_fit must be a whole number >= 10 (held-out draws), got -10"),
+    (_edit(["evaluate", "fit"], -10), "evaluate.fit must be a whole number >= 10 (held-out draws), got -10"),
+    (_edit(["evaluate", "n_fit"], 500), "evaluate.n_fit is now evaluate.fit, the name every experiment kind uses"),
     (_edit(["evaluate", "kernel"], "yes"), "evaluate.kernel must be true or false, got 'yes'"),
     (_edit(["train", "amp"], "maybe"), "train.amp must be true or false, got 'maybe'"),
     (_edit(["rows", 0, "expect"], {"linear_r2": {"min": "high"}}), "rows[0] (box normal): expect.linear_r2 must be"),

@@ -22,7 +22,7 @@ def small(name: str, row: int, **train) -> dict:
     cfg = copy.deepcopy(load_config(CONFIGS / f"{name}.yaml"))
     cfg["rows"] = [cfg["rows"][row]]
     cfg["train"].update({"checkpoint_every": 10_000, "warmup_steps": 0, "schedule": "constant", **train})
-    cfg["evaluate"] = {"n_fit": 2000, "n_score": 2000}
+    cfg["evaluate"] = {"fit": 2000, "score": 2000}
     return cfg
 
 

@@ -178,7 +178,7 @@ def _config(tmp_path, edit):
     (lambda c: c["train"]["hp"].update(foo=1), "train: objective infonce has no hyperparameter 'foo'; it takes: tau"),
     (lambda c: c["train"].update(objective="simsiam"), "unknown objective 'simsiam'"),
     (lambda c: c["train"].update(encoder="vit"), "unknown encoder 'vit'"),
-    (lambda c: c["train"].update(batch_size=4096), "train.batch_size 4096 is larger than stores.train.n = 1536"),
+    (lambda c: c["train"].update(batch_size=4096), "train.batch_size 4096 is larger than the 1536 images of stores.train"),
     (lambda c: c["train"].update(steps=0), "train.steps must be a whole number >= 1, got 0"),
     (lambda c: c["train"].update(lr=float("nan")), "train.lr must be a positive finite number, got nan"),
     (lambda c: c["train"].update(stepz=10), "train has no setting 'stepz'"),

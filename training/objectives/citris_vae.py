@@ -24,8 +24,8 @@ class CitrisVAEObjective(TransitionObjective):
         lambda_reg: weight of the assignment entropy regulariser. prior_hidden: width of the prior MLP.
         beta_classifier: weight of CITRIS's target classifier losses (0: off). The default is the authors' 2, so
         ``--objective citris_vae`` is the full method; on synthetic sequences it lifts the variable-level R^2 diagonal
-        from 0.63 to 0.93 (results/temporal_synthetic). classifier_lr_scale: the classifier's learning rate over the
-        model's.
+        from 0.57 to 0.76 (results/temporal_synthetic, on the engine). classifier_lr_scale: the classifier's
+        learning rate over the model's.
     """
 
     def __init__(self, encoder: nn.Module, *, n_vars: Count = 7, lik_var: Positive = 0.05,

@@ -150,8 +150,11 @@ def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: tor
 
 
 def _load_extra_sources() -> None:
-    """Paper 003's set sources (imported on first use: they pull in torchvision for EMNIST)."""
+    """Paper 003's set sources (imported on first use: they pull in torchvision for EMNIST) and the temporal
+    learners' transitions."""
     from ident3d.training.synthetic.gin_data import EMNISTSets, GaussianMixtureSets
+    from ident3d.training.synthetic.temporal_source import TemporalSequences
 
     SOURCES.setdefault("gmm_sets", GaussianMixtureSets)
     SOURCES.setdefault("emnist_sets", EMNISTSets)
+    SOURCES.setdefault("temporal_sequences", TemporalSequences)

@@ -15,12 +15,14 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TransitionBatch:
-    """One batch: observations at t and t+1 (B, ...), the targets of step t+1 (B, K) and the latents at t+1 (B, N)."""
+    """One batch: observations at t and t+1 (B, ...), the targets of step t+1 (B, K) and the latents at t and t+1
+    (B, N)."""
 
     x_t: np.ndarray
     x_t1: np.ndarray
     targets: np.ndarray
     latents_t1: np.ndarray
+    latents_t: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ class Transitions:
         s, t = np.divmod(np.asarray(index, dtype=np.int64), per)
         return TransitionBatch(self.observations[s, t].astype(np.float32),
                                self.observations[s, t + 1].astype(np.float32),
-                               self.targets[s, t + 1].astype(np.float32), self.latents[s, t + 1].astype(np.float32))
+                               self.targets[s, t + 1].astype(np.float32), self.latents[s, t + 1].astype(np.float32),
+                               self.latents[s, t].astype(np.float32))
 
     def batch(self, seed: int, step: int, batch_size: int) -> TransitionBatch:
         """Batch ``step`` of a run seeded ``seed``: ``batch_size`` transitions drawn with replacement, a pure
