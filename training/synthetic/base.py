@@ -13,6 +13,11 @@ from typing import Any, ClassVar
 import torch
 
 from ident3d.causal.rng import stream_key
+from ident3d.training.registry import Registry
+
+# every synthetic source by its config name (``source: {kind: NAME}``); a module of training/synthetic registers
+# its sources with ``@SOURCES.register("NAME")``, and ``make_source`` imports those modules before it looks one up
+SOURCES = Registry("synthetic source", hint="docs/experiments.md")
 
 
 class VectorSource:

@@ -23,7 +23,7 @@ from torch.nn import functional as F
 from ident3d.causal.errors import MissingData, UserError
 from ident3d.causal.rng import stream_key
 from ident3d.training.flows import RealNVPMixing
-from ident3d.training.synthetic.base import VectorSource
+from ident3d.training.synthetic.base import SOURCES, VectorSource
 
 NOISE_LATENT_STD = 0.01
 EMNIST_SIZE = 28
@@ -41,6 +41,7 @@ def epoch_indices(b: int, batch_size: int, n: int, perm: Callable[[int], torch.T
     return order[start - first * n : start - first * n + batch_size]
 
 
+@SOURCES.register("gmm_sets")
 class GaussianMixtureSets(VectorSource):
     """Paper 003 synthetic: GMM latents (2 informative + 8 noise) -> random RealNVP; sets by latent noise."""
 
@@ -157,6 +158,7 @@ def affine_views(images: torch.Tensor, kinds: torch.Tensor, gen: torch.Generator
     return F.grid_sample(images.unsqueeze(1), grid, align_corners=False).squeeze(1)
 
 
+@SOURCES.register("emnist_sets")
 class EMNISTSets(VectorSource):
     """Paper 003 EMNIST: set = original + 7 affine augmentations (+ noise 0.01), flattened 784-d vectors."""
 

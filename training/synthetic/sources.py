@@ -9,7 +9,7 @@ with probability p), mixed the same way. Sources are built by name from a config
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -18,7 +18,7 @@ from torch import nn
 from ident3d.causal.errors import UserError
 from ident3d.causal.rng import stream_key
 from ident3d.training.synthetic import spaces
-from ident3d.training.synthetic.base import VectorSource
+from ident3d.training.synthetic.base import SOURCES, VectorSource
 from ident3d.training.synthetic.mixing import InvertibleMixing
 
 MIXINGS = ("mlp", "realnvp", "identity")
@@ -53,6 +53,7 @@ class _MixedPairs(VectorSource):
         return self.mixing(z)
 
 
+@SOURCES.register("latent_pairs")
 class LatentPairs(_MixedPairs):
     """Paper 001: z ~ U(box or sphere), z~ ~ p(z~ | z) (normal / laplace / vmf with ``scale``), x = g(z)."""
 
@@ -78,6 +79,7 @@ class LatentPairs(_MixedPairs):
         return self.mix(z), z
 
 
+@SOURCES.register("scm_pairs")
 class SCMPairs(_MixedPairs):
     """Paper 000 (and any SCM): z from a causal SCM, z~ its latent transformation of ``change``, x = g(z).
 
@@ -130,31 +132,28 @@ class SCMPairs(_MixedPairs):
         return self.mix(z), z
 
 
-SOURCES: dict[str, Callable[..., VectorSource]] = {"latent_pairs": LatentPairs, "scm_pairs": SCMPairs}
+SOURCE_MODULES = ("gin_data", "temporal_source")  # the other modules of training/synthetic that register sources
 
 
 def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: torch.device | str) -> VectorSource:
     """A source from its config mapping {kind: NAME, ...options}; unknown kinds/options are one-line errors."""
     if not isinstance(spec, Mapping) or "kind" not in spec:
-        raise UserError(f"a synthetic source needs a kind ({', '.join(SOURCES)}), got {spec!r}")
+        raise UserError(f"a synthetic source needs a kind ({', '.join(source_names())}), got {spec!r}")
     opts = {k: v for k, v in spec.items() if k != "kind"}
     kind = spec["kind"]
-    if kind not in SOURCES:
-        _load_extra_sources()
-    if kind not in SOURCES:
-        raise UserError(f"unknown synthetic source {kind!r}; choose one of: {', '.join(sorted(SOURCES))}")
+    source_names()
+    cls = SOURCES.get(kind)
     from ident3d.training.hparams import check_keywords
 
-    check_keywords("source", kind, SOURCES[kind], opts, "option", fixed={"self", "batch_size", "seed", "device"})
-    return SOURCES[kind](batch_size=batch_size, seed=seed, device=device, **opts)
+    check_keywords("source", kind, cls, opts, "option", fixed={"self", "batch_size", "seed", "device"})
+    return cls(batch_size=batch_size, seed=seed, device=device, **opts)
 
 
-def _load_extra_sources() -> None:
-    """Paper 003's set sources (imported on first use: they pull in torchvision for EMNIST) and the temporal
-    learners' transitions."""
-    from ident3d.training.synthetic.gin_data import EMNISTSets, GaussianMixtureSets
-    from ident3d.training.synthetic.temporal_source import TemporalSequences
+def source_names() -> list[str]:
+    """Every registered source, after importing the modules that register them (paper 003's set sources pull in
+    torchvision for EMNIST, so they are imported on first use, not with this module)."""
+    import importlib
 
-    SOURCES.setdefault("gmm_sets", GaussianMixtureSets)
-    SOURCES.setdefault("emnist_sets", EMNISTSets)
-    SOURCES.setdefault("temporal_sequences", TemporalSequences)
+    for module in SOURCE_MODULES:
+        importlib.import_module(f"ident3d.training.synthetic.{module}")
+    return SOURCES.names()

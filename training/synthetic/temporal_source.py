@@ -11,9 +11,10 @@ import torch
 
 from ident3d.causal.errors import UserError
 from ident3d.training.hparams import Count, Range
-from ident3d.training.synthetic.base import VectorSource
+from ident3d.training.synthetic.base import SOURCES, VectorSource
 
 
+@SOURCES.register("temporal_sequences")
 class TemporalSequences(VectorSource):
     """Transitions (x_t, x_{t+1}, targets of step t+1) of ``sequences`` rollouts of ``length`` steps of the dynamic
     SCM ``scm``, mixed into ``obs_dim`` dimensions by a fixed invertible MLP (``layers`` deep, seeded ``mix_seed``).
