@@ -19,7 +19,6 @@ from ident3d.training.registry import Registry
 
 METRICS = Registry("metric", hint="ident3d evaluate --help")
 register_metric = METRICS.register
-NEEDS = frozenset({"codes", "run", "store"})
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from ident3d.pipelines.experiment import slug
 from ident3d.pipelines.files import read_yaml_config
 
 KINDS = ("compare", "synthetic", "scaling")  # each the module ident3d.pipelines.KIND: load_config, plan, run
-SHARED = ("--out", "--workers", "--scheduler", "--no-progress")  # what every kind's command takes
 
 
 def kind_of(path: str | Path) -> tuple[str, ModuleType]:
@@ -70,6 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise UserError(f"--workers must be a whole number >= 1, got {args.workers}")
     if args.dry_run:
         print(dry_run(args.config, args.out))
         return 0

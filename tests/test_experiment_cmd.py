@@ -78,3 +78,8 @@ def test_experiment_runs_a_config_as_its_alias_does(tmp_path):
         t["rows"]["box"]["stats"].pop("train_seconds")
     assert tables[0] == tables[1]
     assert (tmp_path / "a/cells/box/seed_0/scores.json").exists()
+
+
+def test_a_bad_worker_count_is_refused_by_a_dry_run_too(tmp_path):
+    r = run_cli("experiment", ROOT / "configs/da_vs_lt_small.yaml", "--dry-run", "--workers", "0")
+    assert r.returncode == 2 and "--workers must be a whole number >= 1, got 0" in r.stderr and not r.stdout
