@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ident3d.causal.errors import UserError
+from ident3d.evaluation.temporal_scores import HEADLINE
 from ident3d.training.registry import Registry
 
 METRICS = Registry("metric", hint="ident3d evaluate --help")
@@ -174,7 +175,7 @@ class Temporal(Metric):
     learns one (else post hoc)."""
 
     needs = frozenset({"codes", "run"})
-    columns = ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")
+    columns = HEADLINE
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
         if data.store is None:
@@ -195,7 +196,7 @@ class Temporal(Metric):
     @staticmethod
     def of_source(run: Any, data: ScoringData) -> dict[str, Any]:
         """The scores on a synthetic source's frames, grouped by its causal variables."""
-        from ident3d.evaluation.temporal_scores import temporal_scores
+        from ident3d.evaluation.temporal_scores import summary, temporal_scores
 
         source = data.source
         if getattr(source, "node_variable", None) is None:
@@ -203,10 +204,7 @@ class Temporal(Metric):
                             "interventional sequences, whose causal variables it groups the factors by)")
         s = temporal_scores(data.factors_fit, data.codes_fit, data.factors_score, data.codes_score,
                             source.node_variable, _assignment(run.objective(in_dim=source.obs_dim)))
-        out = {k: float(s[k]) for k in Temporal.columns}
-        out.update(assignment_kind=s["assignment_kind"], assignment=np.asarray(s["assignment"]).tolist(),
-                   variables=list(source.variable_names), r2=np.round(s["r2"], 4).tolist())
-        return out
+        return summary(s, source.variable_names)
 
 
 def _assignment(objective: Any) -> np.ndarray | None:

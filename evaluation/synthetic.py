@@ -41,13 +41,13 @@ def score(h_fit: np.ndarray, z_fit: np.ndarray, h_test: np.ndarray, z_test: np.n
 
 @torch.no_grad()
 def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
-                  batch_size: int = 8192) -> tuple[np.ndarray, np.ndarray, Any]:
+                  batch_size: int = 8192, run: Any = None) -> tuple[np.ndarray, np.ndarray, Any]:
     """(representation (n, D), true latents (n, L), source) of held-out draw ``seed`` of a synthetic run's source,
-    encoded with the run's trained weights."""
+    encoded with the run's trained weights (``run``: the run already loaded, else it is loaded from ``run_dir``)."""
     from ident3d.training.run_dir import RunDir
     from ident3d.training.synthetic.run import source_of
 
-    run = RunDir(Path(run_dir)).load()
+    run = RunDir(Path(run_dir)).load() if run is None else run
     source = source_of(run.cfg, device)
     objective = run.objective(device, in_dim=source.obs_dim)
     x, z = source.eval_set(n, seed)
@@ -71,8 +71,11 @@ def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 1
     """Scores of a synthetic run (see ``score``), fit and scored on two independent held-out draws; sources with
     an "informative" latent group (paper 003) also get ``spectrum_scores`` on the scoring draw, and ``metrics``
     (registered names, ``ident3d.evaluation.metric_suite``) their ``NAME/COLUMN`` numbers."""
-    h_fit, z_fit, source = encode_source(run_dir, n_fit, 1, device)
-    h_test, z_test, _ = encode_source(run_dir, n_score, 2, device)
+    from ident3d.training.run_dir import RunDir
+
+    run = RunDir(Path(run_dir)).load()  # once, for both draws and the metrics
+    h_fit, z_fit, source = encode_source(run_dir, n_fit, 1, device, run=run)
+    h_test, z_test, _ = encode_source(run_dir, n_score, 2, device, run=run)
     out = score(h_fit, z_fit, h_test, z_test, source.latent_names, source.latent_groups, kernel=kernel)
     if "informative" in source.latent_groups:
         idx = [source.latent_names.index(n) for n in source.latent_groups["informative"]]
@@ -80,9 +83,7 @@ def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 1
     if metrics:
         from ident3d.evaluation.metric_suite import ScoringData, table_values
         from ident3d.evaluation.metric_suite import score as score_metrics
-        from ident3d.training.run_dir import RunDir
 
-        run = RunDir(Path(run_dir)).load()
         data = ScoringData(z_fit, h_fit, z_test, h_test, source=source)
         out.update(table_values(score_metrics(run, data, metrics)))
     return out

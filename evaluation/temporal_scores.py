@@ -94,7 +94,16 @@ def sequence_store_scores(sequences: dict, factors: np.ndarray, codes: np.ndarra
     node_var = node_variable(variables, len(sequences["intervention_names"]))
     s = temporal_scores(factors[:n_fit], codes[:n_fit], factors[n_fit:], codes[n_fit:], node_var, assignment,
                         regressor, seed)
-    out = {k: float(s[k]) for k in ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")}
-    out.update(assignment_kind=s["assignment_kind"], assignment=np.asarray(s["assignment"]).tolist(),
-               variables=list(variables), r2=np.round(s["r2"], 4).tolist())
+    return summary(s, list(variables))
+
+
+HEADLINE = ("diag", "sep", "diag_factors", "sep_factors", "dci_d", "mig")  # the numbers a table shows
+
+
+def summary(scores: dict, variables: list[str]) -> dict:
+    """``temporal_scores`` as a JSON-ready dict: the ``HEADLINE`` numbers as floats, the assignment and its kind, and
+    the R^2 matrix (rounded) under the causal variables' names."""
+    out = {k: float(scores[k]) for k in HEADLINE}
+    out.update(assignment_kind=scores["assignment_kind"], assignment=np.asarray(scores["assignment"]).tolist(),
+               variables=list(variables), r2=np.round(scores["r2"], 4).tolist())
     return out

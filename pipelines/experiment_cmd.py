@@ -75,14 +75,14 @@ def run(args: argparse.Namespace) -> int:
         print(dry_run(args.config, args.out))
         return 0
     kind, module = kind_of(args.config)
-    if kind == "synthetic" and (args.layer or args.overwrite):
-        raise UserError(f"{'--layer' if args.layer else '--overwrite'} applies to compare and scaling configs; "
-                        f"{args.config} is a synthetic one")
-    out = args.out or str(default_out(kind, module.load_config(args.config)))
-    ns = alias_args(kind, module, args.config, out)  # the alias's own defaults for its other flags
+    ns = alias_args(kind, module, args.config, args.out or "-")  # the alias's own defaults for its other flags
+    for flag in ("layer", "overwrite"):  # given, they must be flags of the kind's own command
+        if getattr(args, flag) and not hasattr(ns, flag):
+            raise UserError(f"--{flag} applies to compare and scaling configs; {args.config} is a {kind} one")
+        if getattr(args, flag):
+            setattr(ns, flag, getattr(args, flag))
     ns.workers, ns.scheduler, ns.no_progress = args.workers, args.scheduler, args.no_progress
-    if kind != "synthetic":
-        ns.layer, ns.overwrite = args.layer or "output", args.overwrite
+    ns.out = args.out or str(default_out(kind, module.load_config(args.config)))
     return int(module.run(ns) or 0)
 
 

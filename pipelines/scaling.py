@@ -19,7 +19,15 @@ from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH
 from ident3d.evaluation.verdicts import PAPER001_MEAN_R2, paper000_facts, paper001_facts
 from ident3d.pipelines.cells import Cell
-from ident3d.pipelines.compare import Compare, add_grid_flags, check_layer, store_args, store_size
+from ident3d.pipelines.compare import (
+    Compare,
+    add_grid_flags,
+    check_layer,
+    columns_of,
+    store_args,
+    store_size,
+    without_metrics,
+)
 from ident3d.pipelines.compare import load_config as load_compare
 from ident3d.pipelines.compare import plan as plan_compare
 from ident3d.pipelines.experiment import (
@@ -335,9 +343,10 @@ def paper000_points(points: list[tuple[dict[str, Any], Path, dict, dict]]) -> di
     out, paper = [], {}
     for point, where, _, table in points:
         cfg = point["compare"]
-        columns = point_columns(cfg)  # the paper's columns (a config's metrics add others, which it has no values for)
-        rows = {name: {c: table[name][c][0] for c in columns}
-                for name in (*PAPER000_ROWS, CEILING_NAME) if name in table}
+        latents = without_metrics(cfg, table)  # the paper's columns (a config's metrics add others it has no value for)
+        columns = columns_of(latents)
+        rows = {name: {c: latents[name][c][0] for c in columns}
+                for name in (*PAPER000_ROWS, CEILING_NAME) if name in latents}
         paper.update({r["name"]: dict(zip(columns, r["paper"], strict=True))
                       for r in cfg["rows"] if r["name"] in PAPER000_ROWS and r.get("paper")})
         out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
