@@ -3,6 +3,7 @@
 import errno
 import hashlib
 import os
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -91,6 +92,31 @@ class KillOnce:
         if k == self.k and not Path(self.marker).exists():
             Path(self.marker).write_text(str(os.getpid()))
             os._exit(17)
+
+
+@dataclass(frozen=True)
+class SlowFrom:
+    """A render job's ``before_commit``: chunks ``k >= first`` wait ``seconds`` before their done flag, so a Ctrl-C
+    sent once an early chunk is done always finds later chunks in flight (a tiny render can otherwise finish first)."""
+
+    first: int
+    seconds: float
+
+    def __call__(self, k: int) -> None:
+        import time
+
+        if k >= self.first:
+            time.sleep(self.seconds)
+
+
+def cli_with_hook(hook_source: str) -> list[str]:
+    """argv of a Python that runs ``ident3d`` with every render job carrying ``hook_source`` (an expression over this
+    module) as its ``before_commit``: the subprocess form of ``inject_before_commit``."""
+    code = ("import sys; from dataclasses import replace; import helpers; from ident3d.render import api, driver; "
+            f"hook = {hook_source}; "
+            "api.run = lambda plan, **kw: driver.run(replace(plan, job=replace(plan.job, before_commit=hook)), **kw); "
+            "from ident3d.pipelines.cli import main; sys.exit(main(sys.argv[1:]))")
+    return [sys.executable, "-c", code]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import FullDisk, KillOnce, default_sigint, inject_before_commit, run_cli, tree_digest
+from helpers import FullDisk, KillOnce, cli_with_hook, default_sigint, inject_before_commit, run_cli, tree_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 N, CHUNK = 8, 1
@@ -190,10 +190,11 @@ def test_full_disk_is_one_line_and_the_store_resumes(reference, tmp_path, monkey
 @pytest.mark.parametrize("workers", ["1", "2"])  # in this process / on a local cluster
 def test_ctrl_c_says_how_to_resume_and_the_rerun_completes_the_same_store(reference, tmp_path, workers):
     out = tmp_path / "int.zarr"
-    proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", *BASE, "--out", str(out), "--workers", workers],
+    # chunks from 2 on hold their done flag for a minute: the interrupt lands with some done and some in flight
+    proc = subprocess.Popen([*cli_with_hook("helpers.SlowFrom(2, 60.0)"), *BASE, "--out", str(out), "--workers", workers],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=default_sigint,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if (out / "done" / "zarr.json").exists() and zarr.open_group(str(out), mode="r")["done"][:].any():
