@@ -2,60 +2,31 @@
 
 Each registered class has a one-line docstring; ``ident3d train --list`` prints them. A registry whose entries take
 settings (``--hp`` for objectives, ``--encoder-arg`` for encoders) makes each registered class check the arguments
-its signature declares on construction (``ident3d.training.hparams``).
+its signature declares on construction (``ident3d.training.hparams``). The registry itself is
+``ident3d.causal.registry.Registry``, the one style of every extension point; this one adds the settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
-from ident3d.causal.errors import UserError
-
-T = TypeVar("T")
+from ident3d.causal.registry import Registry as NamedRegistry
 
 FIXED_ARGS = frozenset({"encoder", "out_dim", "constraint", "image_size"})  # filled in by the trainer, not the user
 
 
-class Registry:
-    """A named collection of classes registered with ``@REGISTRY.register("name")``."""
+class Registry(NamedRegistry):
+    """A named collection of classes registered with ``@REGISTRY.register("name")``, whose entries may take
+    settings (``word``: what one is called, "hyperparameter"; None: no settings) checked on construction."""
 
-    def __init__(self, kind: str, word: str | None = None, hint: str = "ident3d train --list"):
-        self.kind, self.word = kind, word  # word: what one setting is called ("hyperparameter"), None: no settings
-        self.hint = hint  # where a user sees the entries
-        self._items: dict[str, type] = {}
+    def __init__(self, kind: str, word: str | None = None, hint: str = "ident3d train --list", *, sort: bool = True):
+        super().__init__(kind, hint, sort=sort)
+        self.word = word
 
-    def register(self, name: str) -> Callable[[type[T]], type[T]]:
-        def deco(cls: type[T]) -> type[T]:
-            if name in self._items:
-                raise ValueError(f"{self.kind} {name!r} registered twice")
-            self._items[name] = cls
-            cls.registry_name = name  # type: ignore[attr-defined]
-            if self.word is not None:
-                from ident3d.training.hparams import checked_init
+    def added(self, name: str, cls: type) -> None:
+        """Make a class that takes settings check them on construction (one line naming a bad one)."""
+        if self.word is not None:
+            from ident3d.training.hparams import checked_init
 
-                checked_init(cls, lambda obj: f"{self.kind} {type(obj).registry_name}", self.word, FIXED_ARGS)
-            return cls
-
-        return deco
-
-    def unregister(self, name: str) -> None:
-        """Remove an entry (a test's own registration, undone when the test ends)."""
-        del self._items[name]
-
-    def get(self, name: str) -> type:
-        if name not in self._items:
-            raise UserError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(sorted(self._items))} "
-                            f"(see {self.hint})")
-        return self._items[name]
-
-    def names(self) -> list[str]:
-        return sorted(self._items)
-
-    def describe(self) -> list[tuple[str, str]]:
-        """(name, the docstring's first paragraph on one line) for every entry: a summary that wraps onto a second
-        line is shown whole, not cut mid-sentence."""
-        return [(n, " ".join((self._items[n].__doc__ or "").strip().split("\n\n")[0].split())) for n in self.names()]
+            checked_init(cls, lambda obj: f"{self.kind} {type(obj).registry_name}", self.word, FIXED_ARGS)
 
     def settings(self, name: str) -> str:
         """The declared settings of entry ``name`` in words ('' when it takes none): what ``--list`` shows."""

@@ -1,8 +1,9 @@
 """Data-augmentation (DA) view makers: kornia crop / rotation / colour recipes applied to the same anchor (z~ = z).
 
-Each recipe is a *stage* registered once (:func:`register_recipe`: its stage class, parameters and style targets,
-which also registers the one-recipe view maker ``--views NAME``); a view maker runs its stages in the canonical
-order crop -> rotation -> colour (the papers' pipelines, ``Stage.rank``) and normalises at the end. What a view
+Each recipe is a ``Recipe`` class registered once in ``DA_RECIPES`` (``@DA_RECIPES.register("NAME")``, or
+:func:`register_recipe` in one call: its stage class, parameters and style targets), which also registers the
+one-recipe view maker ``--views NAME``; a view maker runs its stages in the canonical order crop -> rotation ->
+colour (the papers' pipelines, ``Stage.rank``) and normalises at the end. What a view
 maker changes (its style) is the union of its stages' targets: a crop moves the scene in the frame (positions),
 a rotation turns it (rotations), colour jitter shifts its colours (hues). All image work happens on the batch's
 device, one kornia call per augmentation per view.
@@ -17,13 +18,13 @@ directly from a generator seeded the same way.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import kornia.augmentation as KA
 import torch
 
 from ident3d.causal.errors import UserError
+from ident3d.causal.registry import Registry, summary
 from ident3d.training.hparams import NonNegative, Positive, Range, Unit, coerce, declared, show
 from ident3d.training.registry import VIEWS
 from ident3d.training.views.base import Normalize, Style, ViewMaker, resolve_targets, to_float
@@ -178,43 +179,64 @@ def _split_seed(seed: int, n: int) -> list[int]:
     return draw_seeds(torch.Generator().manual_seed(seed), n)
 
 
-@dataclass(frozen=True)
 class Recipe:
-    """A registered DA recipe: the stage class it builds, with which parameters, changing which targets."""
+    """A DA recipe, registered with ``@DA_RECIPES.register("NAME")``: the stage class it builds, with which parameters,
+    changing which targets (None: the stage's); its docstring is the view maker ``--views NAME``'s line in
+    ``train --list``."""
 
-    name: str
-    stage: type[Stage]
-    params: Mapping[str, Any]
-    targets: tuple[str, ...]
+    registry_name: ClassVar[str]
+    stage: ClassVar[type[Stage]]
+    params: ClassVar[Mapping[str, Any]] = {}
+    targets: ClassVar[tuple[str, ...] | None] = None  # set on registration: these, or the stage's
 
-    def build(self, **settings: Any) -> Stage:
+    @classmethod
+    def build(cls, **settings: Any) -> Stage:
         """A fresh stage (kornia modules keep per-call state: every view maker gets its own); ``settings`` override
         the recipe's parameters, each checked against the stage's declaration (one line naming a bad one)."""
-        declared_ = declared(self.stage, STAGE_FIXED)
+        name = cls.registry_name
+        declared_ = declared(cls.stage, STAGE_FIXED)
         unknown = [k for k in settings if k not in declared_]
         if unknown:
-            raise UserError(f"DA recipe {self.name} has no setting {unknown[0]!r}; it takes: "
+            raise UserError(f"DA recipe {name} has no setting {unknown[0]!r}; it takes: "
                             f"{', '.join(declared_) or 'none'}")
-        given = coerce(self.stage, settings, f"DA recipe {self.name}", "setting", STAGE_FIXED)
-        stage = self.stage(self.name, self.targets, **{**self.params, **given})
-        stage.spec = recipe_spec(self.name, given)
+        given = coerce(cls.stage, settings, f"DA recipe {name}", "setting", STAGE_FIXED)
+        stage = cls.stage(name, cls.targets, **{**cls.params, **given})
+        stage.spec = recipe_spec(name, given)
         return stage
 
-    def settings(self) -> str:
+    @classmethod
+    def settings(cls) -> str:
         """Its settings with this recipe's values, for ``train --list``: 'strength=1.0 (a finite number >= 0), ...'."""
-        return ", ".join(f"{k}={show(self.params.get(k, p.default))} ({p.expected(example=False)})"
-                         for k, p in declared(self.stage, STAGE_FIXED).items())
+        return ", ".join(f"{k}={show(cls.params.get(k, p.default))} ({p.expected(example=False)})"
+                         for k, p in declared(cls.stage, STAGE_FIXED).items())
 
 
-DA_RECIPES: dict[str, Recipe] = {}  # name -> recipe: the names that combine with '+', in registration order
+class RecipeRegistry(Registry):
+    """The DA recipes in registration order (the order messages list them in); registering one also registers its
+    one-recipe view maker ``--views NAME`` in VIEWS, so a recipe is added in one place."""
+
+    def added(self, name: str, cls: type) -> None:
+        """Fix the recipe's targets (default: its stage's) and register its view maker."""
+        recipe: type[Recipe] = cls
+        recipe.targets = tuple(recipe.stage.targets if recipe.targets is None else recipe.targets)
+        maker = type(f"DA_{name}", (DAViewMaker,), {"__doc__": f"{summary(recipe)} (style: {'+'.join(recipe.targets)})",
+                                                    "__module__": __name__, "recipes": (name,),
+                                                    "any_views": recipe.stage.any_views})
+        VIEWS.register(name)(maker)
+
+    def unregister(self, name: str) -> None:
+        """Remove a DA recipe and its view maker."""
+        super().unregister(name)
+        VIEWS.unregister(name)
+
+
+DA_RECIPES = RecipeRegistry("DA recipe", hint="ident3d train --list", sort=False)  # the names that combine with '+'
 STAGE_FIXED = frozenset({"name", "targets"})  # a stage's arguments that are the recipe's, not the user's settings
 
 
 def build_stage(name: str, **settings: Any) -> Stage:
     """A fresh stage for a registered DA recipe name, with ``settings`` over its parameters."""
-    if name not in DA_RECIPES:
-        raise UserError(f"unknown DA recipe {name!r}; choose from {', '.join(DA_RECIPES)}")
-    return DA_RECIPES[name].build(**settings)
+    return DA_RECIPES.get(name).build(**settings)
 
 
 def parse_recipe(text: str) -> tuple[str, dict[str, Any]]:
@@ -294,23 +316,19 @@ class DAViewMaker(ViewMaker):
 
 
 def register_recipe(name: str, stage: type[Stage], doc: str, targets: Sequence[str] | None = None,
-                    **params: Any) -> None:
-    """Register DA recipe ``name`` in one place: its stage class and parameters, what it changes (default: the
-    stage's targets) and the one-recipe view maker ``--views NAME`` (``doc``: its line in ``train --list``)."""
-    if name in DA_RECIPES:
-        raise ValueError(f"DA recipe {name!r} registered twice")
-    recipe = Recipe(name, stage, dict(params), tuple(stage.targets if targets is None else targets))
-    maker = type(f"DA_{name}", (DAViewMaker,), {"__doc__": f"{doc} (style: {'+'.join(recipe.targets)})",
-                                                "__module__": __name__, "recipes": (name,),
-                                                "any_views": stage.any_views})
-    VIEWS.register(name)(maker)
-    DA_RECIPES[name] = recipe
+                    **params: Any) -> type[Recipe]:
+    """Register DA recipe ``name`` in one call (the class form is ``@DA_RECIPES.register(NAME)`` on a ``Recipe``):
+    its stage class and parameters, what it changes (default: the stage's targets) and so the one-recipe view maker
+    ``--views NAME`` (``doc``: its line in ``train --list``); returns the recipe class."""
+    recipe = type(f"Recipe_{name}", (Recipe,), {"__doc__": doc, "__module__": __name__, "stage": stage,
+                                                 "params": dict(params),
+                                                 "targets": None if targets is None else tuple(targets)})
+    return DA_RECIPES.register(name)(recipe)
 
 
 def unregister_recipe(name: str) -> None:
     """Remove a DA recipe and its view maker (a test's own registration, undone when the test ends)."""
-    del DA_RECIPES[name]
-    VIEWS.unregister(name)
+    DA_RECIPES.unregister(name)
 
 
 @VIEWS.register("none")
@@ -318,10 +336,29 @@ class NoAugment(DAViewMaker):
     """Identity views (the anchor twice): a debugging baseline."""
 
 
-register_recipe("crop_large", CropStage, "Random resized crop, scale (0.8, 1), bicubic, + horizontal flip.",
-                scale_min=0.8)
-register_recipe("crop_small", CropStage, "Random resized crop, scale (0.08, 1), bicubic, + horizontal flip.",
-                scale_min=0.08)
-register_recipe("rotation", RotationStage, "Two different rotations from {0, 90, 180, 270} degrees.")
-register_recipe("colour", ColourStage, "Colour distortion: ColorJitter(0.8, 0.8, 0.8, 0.2) p = 0.8, then grayscale "
-                "p = 0.2.")
+@DA_RECIPES.register("crop_large")
+class CropLarge(Recipe):
+    """Random resized crop, scale (0.8, 1), bicubic, + horizontal flip."""
+
+    stage, params = CropStage, {"scale_min": 0.8}
+
+
+@DA_RECIPES.register("crop_small")
+class CropSmall(Recipe):
+    """Random resized crop, scale (0.08, 1), bicubic, + horizontal flip."""
+
+    stage, params = CropStage, {"scale_min": 0.08}
+
+
+@DA_RECIPES.register("rotation")
+class Rotation(Recipe):
+    """Two different rotations from {0, 90, 180, 270} degrees."""
+
+    stage = RotationStage
+
+
+@DA_RECIPES.register("colour")
+class Colour(Recipe):
+    """Colour distortion: ColorJitter(0.8, 0.8, 0.8, 0.2) p = 0.8, then grayscale p = 0.2."""
+
+    stage = ColourStage
