@@ -1,7 +1,9 @@
 """Object meshes: procedural defaults (Utah teapot, Blender primitives) and user mesh files, normalised in size.
 
 Loading and normalising need Blender, but bpy is imported lazily so that importing this module stays cheap;
-finding a folder's per-class files (:func:`find_class_meshes`), hashing and writing test meshes need no bpy.
+finding a folder's per-class files (:func:`find_class_meshes`), hashing and writing test meshes need no bpy. The
+shapes of ``builtin:<shape>`` are registered in ``BUILTIN_MESHES`` (``ident3d.render.builtin_meshes``), the file
+formats by suffix in ``MESH_FORMATS`` (``ident3d.render.mesh_formats``).
 
 Conventions for a mesh file (all formats, ``--meshes`` and ``--meshes-dir`` alike):
 
@@ -25,14 +27,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ident3d.causal.errors import UserError
-from ident3d.render.teapot import teapot_mesh
+from ident3d.render.builtin_meshes import BUILTIN_MESHES
+from ident3d.render.mesh_formats import MESH_FORMATS, MeshFormat, MeshLoadError, writable_suffixes
 
 if TYPE_CHECKING:
     import bpy
 
-BUILTIN_MESHES = ("teapot", "monkey", "torus", "cone", "icosphere", "cylinder", "cube")
-FLAT_SHADED = ("builtin:cone", "builtin:cylinder", "builtin:icosphere", "builtin:cube")  # hard edges, no smoothing
-MESH_SUFFIXES = (".obj", ".ply", ".stl", ".gltf", ".glb", ".blend")
 # The one alias table of --meshes-dir: file names (stems, lower case, '-'/' ' read as '_') that stand for a
 # Causal3DIdent class besides the class's own name. Any stem may also carry Multimodal3DIdent's "Shape" prefix
 # (assets/shapes/ShapeCow.blend). bun_zipper and dragon_vrip are the Stanford repository's own file names.
@@ -48,77 +48,24 @@ class MeshFileError(FileNotFoundError, UserError):
     """A class's mesh file is missing (one-line message naming the class and the path)."""
 
 
-class MeshLoadError(UserError):
-    """A mesh file exists but could not be imported."""
-
-
-def _mesh_from_arrays(name: str, verts: np.ndarray, faces: np.ndarray) -> bpy.types.Mesh:
-    """A Blender mesh from vertex (V, 3) and triangle (F, 3) arrays, normals made consistent, smooth shaded."""
-    from ident3d.render.bpy_module import bpy  # isort: skip (before bmesh)
-    import bmesh
-
-    mesh = bpy.data.meshes.new(name)
-    mesh.from_pydata(verts.tolist(), [], faces.tolist())
-    bm = bmesh.new()
-    bm.from_mesh(mesh)
-    bmesh.ops.recalc_face_normals(bm, faces=bm.faces)
-    bm.to_mesh(mesh)
-    bm.free()
-    return mesh
-
-
-def _torus(major: float = 1.0, minor: float = 0.4, n_major: int = 48, n_minor: int = 24) -> tuple:
-    """Torus vertices and quads split into triangles (bmesh has no torus op)."""
-    u = np.linspace(0.0, 2 * math.pi, n_major, endpoint=False)
-    v = np.linspace(0.0, 2 * math.pi, n_minor, endpoint=False)
-    uu, vv = np.meshgrid(u, v, indexing="ij")
-    r = major + minor * np.cos(vv)
-    verts = np.stack([r * np.cos(uu), r * np.sin(uu), minor * np.sin(vv)], -1).reshape(-1, 3)
-    i, j = np.meshgrid(np.arange(n_major), np.arange(n_minor), indexing="ij")
-    a = i * n_minor + j
-    b = ((i + 1) % n_major) * n_minor + j
-    c = ((i + 1) % n_major) * n_minor + (j + 1) % n_minor
-    d = i * n_minor + (j + 1) % n_minor
-    faces = np.concatenate([np.stack([a, b, c], -1).reshape(-1, 3), np.stack([a, c, d], -1).reshape(-1, 3)])
-    return verts, faces
-
-
 def builtin_mesh(shape: str, name: str | None = None) -> bpy.types.Mesh:
     """A procedural mesh: 'teapot' (Bezier patches) or a Blender primitive shape (see BUILTIN_MESHES)."""
-    from ident3d.render.bpy_module import bpy  # isort: skip (before bmesh)
-    import bmesh
-
-    name = name or shape
-    if shape == "teapot":
-        return _mesh_from_arrays(name, *teapot_mesh(10))
-    if shape == "torus":
-        return _mesh_from_arrays(name, *_torus())
     if shape not in BUILTIN_MESHES:
         raise UserError(f"unknown built-in mesh {shape!r}; choose one of {', '.join(BUILTIN_MESHES)} or a file path")
-    bm = bmesh.new()
-    if shape == "monkey":
-        bmesh.ops.create_monkey(bm)
-        bmesh.ops.subdivide_edges(bm, edges=bm.edges, cuts=1, use_grid_fill=True, smooth=1.0)
-    elif shape == "cone":
-        bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=True, segments=48, radius1=1.0, radius2=0.0, depth=2.0)
-    elif shape == "cylinder":
-        bmesh.ops.create_cone(bm, cap_ends=True, cap_tris=False, segments=48, radius1=1.0, radius2=1.0, depth=2.0)
-    elif shape == "icosphere":
-        bmesh.ops.create_icosphere(bm, subdivisions=1, radius=1.0)
-    elif shape == "cube":
-        bmesh.ops.create_cube(bm, size=2.0)
-    mesh = bpy.data.meshes.new(name)
-    bm.to_mesh(mesh)
-    bm.free()
-    return mesh
+    return BUILTIN_MESHES.get(shape)().mesh(name or shape)
+
+
+def mesh_format(path: Path) -> MeshFormat:
+    """The format of a mesh file by its suffix (any case; it must be one of MESH_FORMATS)."""
+    return MESH_FORMATS.get(path.suffix.lower())()
 
 
 def _check_file(path: Path, class_name: str) -> None:
     """Raise MeshFileError / MeshLoadError for a missing file or an unsupported format."""
     if not path.is_file():
         raise MeshFileError(f"class {class_name}: mesh file {path} not found")
-    if path.suffix.lower() not in MESH_SUFFIXES:
-        known = ", ".join(MESH_SUFFIXES)
+    if path.suffix.lower() not in MESH_FORMATS:
+        known = ", ".join(MESH_FORMATS)
         raise MeshLoadError(f"class {class_name}: {path} is not a mesh file of a known type ({known})")
 
 
@@ -134,81 +81,10 @@ def sniff_mesh(path: str | Path, class_name: str = "?") -> None:
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(65536)
-    problem = _format_problem(path.suffix.lower(), head, size, path)
+    problem = "the file is empty" if size == 0 else mesh_format(path).problem(head, size, path)
     if problem:
         raise MeshLoadError(f"class {class_name}: {path} is not a valid {path.suffix.lower()[1:].upper()} mesh "
                             f"({problem}); give a real mesh file for this class")
-
-
-def _format_problem(suffix: str, head: bytes, size: int, path: Path) -> str | None:
-    """Why the first bytes ``head`` of a file of ``size`` bytes cannot be a mesh of ``suffix``; None if they can."""
-    if size == 0:
-        return "the file is empty"
-    if suffix == ".ply":
-        return None if head.startswith(b"ply") else "no 'ply' header"
-    if suffix == ".blend":
-        return None if head.startswith(b"BLENDER") else "no 'BLENDER' header"
-    if suffix == ".glb":
-        return None if head.startswith(b"glTF") else "no 'glTF' binary header"
-    if suffix == ".gltf":
-        return None if head.lstrip().startswith(b"{") else "not a glTF JSON document"
-    if suffix == ".stl":
-        return _stl_problem(head, size)
-    if suffix == ".obj":
-        return None if _obj_has_vertices(path) else "no vertex ('v x y z') lines"
-    return None
-
-
-def _stl_problem(head: bytes, size: int) -> str | None:
-    """Binary STL: 80-byte header + triangle count, and the size must match; else ASCII starting with 'solid'."""
-    if size >= 84:
-        count = int.from_bytes(head[80:84], "little")
-        if count > 0 and size == 84 + 50 * count:
-            return None
-    if head.lstrip().startswith(b"solid") and b"facet" in head:
-        return None
-    return "neither a binary STL whose size matches its triangle count nor an ASCII STL ('solid ... facet')"
-
-
-def _obj_has_vertices(path: Path) -> bool:
-    """Whether an OBJ file has at least one 'v' line of three numbers (scanned line by line, stops early)."""
-    with open(path, "rb") as fh:
-        for line in fh:
-            parts = line.split()
-            if len(parts) >= 4 and parts[0] == b"v":
-                try:
-                    [float(x) for x in parts[1:4]]
-                except ValueError:
-                    return False
-                return True
-    return False
-
-
-def _import_objects(path: Path) -> list[bpy.types.Object]:
-    """Run the Blender 5 importer for the file's suffix; return the objects it created. OBJ, PLY and STL are read
-    +Y up, -Z forward (the module's one up-axis rule; glTF is Y-up by its specification, .blend is Z-up)."""
-    from ident3d.render.bpy_module import bpy
-
-    suffix = path.suffix.lower()
-    if suffix == ".blend":
-        with bpy.data.libraries.load(str(path), link=False) as (src, dst):
-            dst.objects = list(src.objects)
-        return [o for o in dst.objects if o is not None]
-    before = set(bpy.data.objects)
-    fp = str(path)
-    y_up = {"forward_axis": "NEGATIVE_Z", "up_axis": "Y"}
-    if suffix == ".obj":
-        result = bpy.ops.wm.obj_import(filepath=fp, **y_up)
-    elif suffix == ".ply":
-        result = bpy.ops.wm.ply_import(filepath=fp, **y_up)
-    elif suffix == ".stl":
-        result = bpy.ops.wm.stl_import(filepath=fp, **y_up)
-    else:
-        result = bpy.ops.import_scene.gltf(filepath=fp)
-    if "FINISHED" not in result:
-        raise MeshLoadError(f"Blender could not import {path} ({result})")
-    bpy.context.view_layer.update()
-    return [o for o in bpy.data.objects if o not in before]
 
 
 def _world_matrix(obj: bpy.types.Object):
@@ -226,9 +102,10 @@ def load_mesh(path: str | Path, class_name: str = "?") -> bpy.types.Mesh:
 
     path = Path(path).expanduser()
     _check_file(path, class_name)
-    objects = _import_objects(path)
+    fmt = mesh_format(path)
+    objects = fmt.import_objects(path)
     mesh_objects = [o for o in objects if o.type == "MESH"]
-    if path.suffix.lower() == ".blend":
+    if fmt.first_mesh_only:
         mesh_objects = mesh_objects[:1]
     if not mesh_objects:
         raise MeshLoadError(f"class {class_name}: {path} holds no mesh object")
@@ -311,7 +188,7 @@ def class_mesh(
     if len(mesh.polygons) == 0:
         raise MeshLoadError(f"class {class_name}: {source} has no faces (a point cloud or loose vertices only); "
                             "give a surface mesh")
-    smooth = source not in FLAT_SHADED
+    smooth = not (source.startswith("builtin:") and BUILTIN_MESHES.get(source.split(":", 1)[1]).flat)
     mesh.polygons.foreach_set("use_smooth", [smooth] * len(mesh.polygons))
     return mesh
 
@@ -351,9 +228,9 @@ def _mesh_files(folder: Path) -> list[Path]:
         raise MeshFileError(f"meshes dir {folder} not found; give a folder of per-class mesh files")
     if not folder.is_dir():
         raise MeshFileError(f"meshes dir {folder} is a file, not a folder of per-class mesh files")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in MESH_SUFFIXES)
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in MESH_FORMATS)
     if not files:
-        raise MeshFileError(f"meshes dir {folder} holds no mesh files ({', '.join(MESH_SUFFIXES)}); "
+        raise MeshFileError(f"meshes dir {folder} holds no mesh files ({', '.join(MESH_FORMATS)}); "
                             "put e.g. hare.obj or bunny.ply there")
     return files
 
@@ -404,29 +281,8 @@ def write_mesh(path: str | Path, verts: np.ndarray, faces: np.ndarray) -> Path:
     (the file's frame, read back +Y up)."""
     path = Path(path)
     verts, faces = np.asarray(verts, dtype=np.float64), np.asarray(faces, dtype=np.int64)
-    suffix = path.suffix.lower()
-    if suffix == ".obj":
-        lines = [f"v {x:.6f} {y:.6f} {z:.6f}" for x, y, z in verts] + [f"f {a} {b} {c}" for a, b, c in faces + 1]
-        path.write_text("\n".join(lines) + "\n")
-    elif suffix == ".ply":
-        head = ["ply", "format ascii 1.0", f"element vertex {len(verts)}", "property float x", "property float y",
-                "property float z", f"element face {len(faces)}", "property list uchar int vertex_indices",
-                "end_header"]
-        body = [f"{x:.6f} {y:.6f} {z:.6f}" for x, y, z in verts] + [f"3 {a} {b} {c}" for a, b, c in faces]
-        path.write_text("\n".join(head + body) + "\n")
-    elif suffix == ".stl":
-        path.write_bytes(_stl_bytes(verts, faces))
-    else:
-        raise UserError(f"write_mesh writes .obj, .ply or .stl, not {path.name}")
+    if path.suffix.lower() not in writable_suffixes():
+        *most, last = writable_suffixes()
+        raise UserError(f"write_mesh writes {', '.join(most)} or {last}, not {path.name}")
+    mesh_format(path).write(path, verts, faces)
     return path
-
-
-def _stl_bytes(verts: np.ndarray, faces: np.ndarray) -> bytes:
-    """A binary STL: 80-byte header, triangle count, then per triangle its normal, 3 corners and 2 spare bytes."""
-    tri = verts[faces]
-    normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
-    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
-    record = np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)), ("attr", "<u2")])
-    data = np.zeros(len(faces), dtype=record)
-    data["n"], data["v"] = normals, tri
-    return b"ident3d".ljust(80, b" ") + len(faces).to_bytes(4, "little") + data.tobytes()
