@@ -1,7 +1,8 @@
 """The metrics by name, one registry for every table: ``ident3d evaluate --metrics``, and a ``metrics:`` list in a
 compare, synthetic or scaling config. Each metric is a class registered with ``@register_metric("name")`` that says
 what it needs (``needs``: the factors and codes of a fit and a score split always; ``run``: the trained run;
-``store``: the images' store, its encodings and attributes) and the numbers it puts in a table (``columns``);
+``store``: the images' store, its encodings and attributes; ``labels``: the images' classes; ``images``: the
+images themselves) and the numbers it puts in a table (``columns``);
 ``score(run, data, names)`` is the one call that scores them, and ``table_values`` flattens its result into the
 table's ``NAME/COLUMN`` columns. Adding a metric to every table is one class (see docs/extending.md)."""
 
@@ -9,43 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_base import METRICS, Metric, ScoringData, register_metric
 from ident3d.evaluation.temporal_scores import HEADLINE
-from ident3d.training.registry import Registry
-
-METRICS = Registry("metric", hint="ident3d evaluate --help")
-register_metric = METRICS.register
-
-
-@dataclass(frozen=True)
-class ScoringData:
-    """What a metric may read: true factors (N, K) and learned codes (N, L) of the fit and score splits; for images,
-    the store's info (``ident3d.store.info.StoreInfo``) and its encodings (``ident3d.evaluation.encode``); for a
-    synthetic run, its source (``ident3d.training.synthetic``) instead."""
-
-    factors_fit: np.ndarray
-    codes_fit: np.ndarray
-    factors_score: np.ndarray
-    codes_score: np.ndarray
-    store: Any = None
-    encoded: Mapping[str, np.ndarray] | None = None
-    source: Any = None
-
-
-class Metric:
-    """A metric: ``needs`` what it reads, ``columns`` the numbers a table shows; ``__call__`` returns a mapping
-    with at least those columns (more, e.g. a matrix, stays in the report's JSON)."""
-
-    needs: ClassVar[frozenset[str]] = frozenset({"codes"})
-    columns: ClassVar[tuple[str, ...]] = ()
-
-    def __call__(self, run: Any, data: ScoringData) -> Mapping[str, Any]:
-        raise NotImplementedError
 
 
 def parse_metrics(text: str | Sequence[str] | None, flag: str = "--metrics") -> list[str]:
@@ -68,8 +39,13 @@ def score(run: Any, data: ScoringData, names: Sequence[str]) -> dict[str, dict[s
         with metric_named(name):
             if "run" in metric.needs and run is None:
                 raise UserError("needs a trained run to read")
-            if "store" in metric.needs and data.store is None:  # (a metric that needs images)
-                raise UserError("needs images from a store (a synthetic source has none); drop it from metrics")
+            if "store" in metric.needs and data.store is None:
+                raise UserError("needs a store to read (a synthetic source has none); drop it from metrics")
+            if "images" in metric.needs and data.store is None and data.images is None:
+                raise UserError("needs images (a synthetic source has none); drop it from metrics")
+            if "labels" in metric.needs and data.labels() is None:
+                raise UserError("needs classes (a labelled store from `ident3d dataset`, or a scene with classes); "
+                                "drop it from metrics")
             values = dict(metric(run, data))
         missing = [c for c in metric.columns if c not in values]
         if missing:
@@ -211,3 +187,7 @@ def _assignment(objective: Any) -> np.ndarray | None:
     """The learned assignment of latents to causal variables of a model that has one (CITRIS-style), else None."""
     learner = getattr(objective, "learner", None)
     return learner.assignment() if hasattr(learner, "assignment") else None
+
+
+# the metrics of labelled image stores live in their own module; importing it here registers them with the rest
+from ident3d.evaluation import probe_metrics  # noqa: E402,F401  (it imports metric_base, not this module)

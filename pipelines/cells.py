@@ -207,11 +207,3 @@ def split_diverged(results: Mapping[tuple[str, int], dict[str, Any]]
     table, name it, and go on (it saved no result, so running the command again retries it)."""
     diverged = {key: res["diverged"] for key, res in results.items() if "diverged" in res}
     return {key: res for key, res in results.items() if key not in diverged}, diverged
-
-
-def diverged_note(diverged: Mapping[tuple[str, int], str]) -> str:
-    """The table's line naming the diverged cells (empty when none)."""
-    if not diverged:
-        return ""
-    return ("Diverged (left out of the table; running the command again retries them): "
-            + "; ".join(f"{n}, seed {s} ({why})" for (n, s), why in diverged.items()))

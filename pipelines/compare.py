@@ -7,8 +7,6 @@ side-by-side with the paper's numbers. Each cell is kept with the settings that 
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -18,7 +16,7 @@ import numpy as np
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, chance_levels, fraction_markdown, verdict
-from ident3d.pipelines.cells import Cell, canonical, claim_cell, diverged_note, read_marker, run_settings, write_marker
+from ident3d.pipelines.cells import Cell, claim_cell, read_marker, run_settings, write_marker
 from ident3d.pipelines.experiment import (
     ExperimentKind,
     cell_dir,
@@ -26,19 +24,19 @@ from ident3d.pipelines.experiment import (
     check_kind,
     check_metrics,
     check_seeds,
-    over_seeds,
     run_experiment,
     write_tables,
 )
-from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.files import check_output_dir, read_yaml_config
+from ident3d.pipelines.results_table import Format, ResultsTable, Stat, heatmap, plain_format, tabulate, write_csv
+from ident3d.pipelines.results_table import markdown as results_markdown
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
-TOP_KEYS = {"kind", "name", "scene", "stores", "train", "seeds", "evaluate", "metrics", "rows", "da_style", "ceiling"}
+TOP_KEYS = {"kind", "name", "scene", "stores", "train", "seeds", "evaluate", "metrics", "rows", "da_style", "ceiling",
+            "latent_columns"}
 KIND = "compare"
 ROW_KEYS = {"name", "views", "paper", "train"}
-STORE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional"}
-SEQUENCE_KEYS = {"sequences", "length", "scm", "resolution", "samples", "seed", "preset"}  # a sequence store's spec
 EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store rows to fit and score the probes on
 # the row `ceiling: true` (the default) adds: the same encoder, data and budget trained on the labels
 CEILING_ROW = {"name": CEILING_NAME, "views": "labels", "train": {"objective": "supervised", "hp": {}}}
@@ -64,8 +62,12 @@ def check_config(cfg: Any, where: str) -> dict[str, Any]:
     check_stores(cfg, where)
     eval_settings(cfg, f"config {where}")
     check_rows(cfg, where)
-    if not isinstance(cfg.get("ceiling", True), bool):
-        raise UserError(f"config {where}: ceiling must be true or false, got {cfg['ceiling']!r}")
+    for key in ("ceiling", "latent_columns"):
+        if not isinstance(cfg.get(key, True), bool):
+            raise UserError(f"config {where}: {key} must be true or false, got {cfg[key]!r}")
+    if cfg.get("latent_columns") is False and not cfg.get("metrics"):
+        raise UserError(f"config {where}: latent_columns: false leaves the table only the metrics' columns; "
+                        "name some under metrics (e.g. metrics: [probe])")
     if cfg.get("ceiling", True) and ceiling_name(cfg) is None:
         cfg = {**cfg, "rows": [*cfg["rows"], CEILING_ROW]}
     stored = {v.split(":")[0] for v in str(cfg["stores"]["train"].get("views", "")).split(",") if v}
@@ -93,33 +95,12 @@ def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
 
 
 def check_stores(cfg: dict[str, Any], where: str) -> None:
-    """Each store spec has a positive n (or, for a sequence store, sequences and length), resolution and samples and
-    only known keys (checked before anything renders; ``plan_stores`` then checks them with the renderer)."""
+    """Each store spec (``ident3d.pipelines.store_specs``) has only known keys and valid values, checked before
+    anything renders; ``plan_stores`` then checks rendered ones with the renderer."""
+    from ident3d.pipelines.store_specs import check_spec
+
     for key in ("train", "test"):
-        spec = cfg["stores"].get(key) if isinstance(cfg["stores"], dict) else None
-        if not isinstance(spec, dict):
-            raise UserError(f"config {where}: stores.{key} is missing; give n, resolution and samples")
-        allowed = SEQUENCE_KEYS if "sequences" in spec else STORE_KEYS
-        if unknown := sorted(set(spec) - allowed):
-            raise UserError(f"config {where}: stores.{key} has no setting {unknown[0]!r}"
-                            + (" (a sequence store has sequences x length frames)" if "sequences" in spec else "")
-                            + f"; allowed: {', '.join(sorted(allowed))}")
-        for field_ in ("sequences", "length", "resolution", "samples") if "sequences" in spec else (
-                "n", "resolution", "samples"):
-            value = spec.get(field_)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise UserError(f"config {where}: stores.{key}.{field_} must be a whole number >= 1, got {value!r}")
-        seed = spec.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise UserError(f"config {where}: stores.{key}.seed must be a whole number >= 0, got {seed!r}")
-        for field_ in ("preset", "views", "view_seeds", "view_conditional", "scm"):
-            if field_ in spec and spec[field_] is not None and not isinstance(spec[field_], str):
-                raise UserError(f"config {where}: stores.{key}.{field_} must be text, got {spec[field_]!r}")
-
-
-def store_size(spec: dict[str, Any]) -> int:
-    """The images of a store spec: n, or sequences x length frames."""
-    return spec["n"] if "n" in spec else spec["sequences"] * spec["length"]
+        check_spec(cfg["stores"].get(key) if isinstance(cfg["stores"], dict) else None, key, where)
 
 
 def check_rows(cfg: dict[str, Any], where: str) -> None:
@@ -185,6 +166,7 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
     """Validate the train: section before rendering: build its TrainConfig and, once, its encoder and objective
     (names, hp keys and values, numbers), each row's view count against the objective, the batch vs store size
     and the seeds; rendering the stores takes minutes, a typo here should not wait for it."""
+    from ident3d.pipelines.store_specs import image_size, store_size
     from ident3d.training.objectives import OBJECTIVES
     from ident3d.training.parts import check_components, check_numbers
     from ident3d.training.trainer import TrainConfig
@@ -202,7 +184,7 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
     tc = TrainConfig(data="-", views="none", objective_args=dict(train.get("hp") or {}), **args)
     check_numbers(tc, flag=lambda key: f"{head}: train.{key}")
     try:
-        check_components(tc, image_size=cfg["stores"]["train"]["resolution"])
+        check_components(tc, image_size=image_size(cfg["stores"]["train"]))
     except UserError as exc:
         raise UserError(f"{head}: train: {exc}") from None
     need = OBJECTIVES.get(tc.objective).n_views
@@ -215,48 +197,12 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
     check_seeds(cfg.get("seeds", [0]), head)
 
 
-def store_args(spec: dict[str, Any], scene: str | None) -> dict[str, Any]:
-    """The render API's arguments for one of the config's stores (``ident3d.render.render_store``, or for a sequence
-    store ``ident3d.render.sequences.render_sequences``, whose scene is its SCM's unless the config names one)."""
-    common = {"seed": spec.get("seed", 0), "preset": spec.get("preset", "fast"),
-              "settings": {"resolution": spec["resolution"], "samples": spec["samples"]}}
-    if "sequences" in spec:
-        return {**common, "scm": spec.get("scm", "temporal_causal3dident"), "sequences": spec["sequences"],
-                "length": spec["length"], "scene": scene}
-    return {**common, "scene": scene or "causal3dident", "n": spec["n"], "views": spec.get("views") or None,
-            "view_seeds": spec.get("view_seeds", "independent"), "view_conditional": spec.get("view_conditional")}
-
-
 def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
-    """Check both stores with the renderer before either renders (nothing is written; ``head`` starts an error's
-    line); returns each store's fingerprint digest (what a cell's key records of its data, not its path)."""
-    from ident3d.render import plan_render
-    from ident3d.render.sequences import plan_sequences
+    """Check both stores (rendered ones with the renderer) before either is made (nothing is written; ``head``
+    starts an error's line); returns each store's fingerprint digest (what a cell's key records of its data)."""
+    from ident3d.pipelines.store_specs import plan_digest
 
-    digests = {}
-    for key in ("train", "test"):
-        spec = cfg["stores"][key]
-        try:
-            plan = (plan_sequences if "sequences" in spec else plan_render)(
-                f"{key}.zarr", **store_args(spec, cfg.get("scene")))
-        except UserError as exc:
-            raise UserError(f"{head}: stores.{key}: {exc}") from None
-        digests[key] = hashlib.sha256(canonical(plan.attrs.fingerprint()).encode()).hexdigest()
-    return digests
-
-
-def render_store(spec: dict[str, Any], scene: str | None, out: Path, workers: int | None, scheduler: str | None,
-                 progress: bool = False) -> None:
-    """Render (or resume) one of the config's stores through the render API."""
-    from ident3d.render import render_store as render
-    from ident3d.render.sequences import render_sequences
-
-    if progress:
-        print(f"rendering {out}: {store_size(spec)} images at {spec['resolution']} px", flush=True)
-    report = (render_sequences if "sequences" in spec else render)(
-        out, **store_args(spec, scene), workers=workers, scheduler=scheduler, progress=progress)
-    if not report.ok:
-        raise UserError(f"rendering {out} failed for chunks {sorted(report.failed)}; re-run to retry them")
+    return {key: plan_digest(cfg["stores"][key], key, cfg.get("scene"), head) for key in ("train", "test")}
 
 
 def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store: str = "-") -> Any:
@@ -339,20 +285,15 @@ def table_columns(reports: dict[tuple[str, int], dict[str, Any]], layer: str) ->
     return cols
 
 
-def aggregate(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]], layer: str) -> dict[str, Any]:
-    """{row name: {column: (mean, std)}} over seeds, in the reports' column order (rows without a report
-    are left out)."""
+def aggregate(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]], layer: str,
+              diverged: dict[tuple[str, int], str] | None = None) -> ResultsTable:
+    """The grid's results table (``ident3d.pipelines.results_table``): rows in the config's order, the reports'
+    columns (with ``latent_columns: false`` the metrics' only: a dataset store's labels are no latents to score)."""
     cols = table_columns(reports, layer)
-    table = {}
-    for row in cfg["rows"]:
-        cells = [cell_values(reports[(row["name"], s)], layer) for s in cfg.get("seeds", [0])
-                 if (row["name"], s) in reports]
-        vals = [[values.get(c, np.nan) for c in cols] for values in cells]
-        if not vals:
-            continue
-        arr = np.array(vals, dtype=float)
-        table[row["name"]] = {c: over_seeds(arr[:, j])[:2] for j, c in enumerate(cols)}
-    return table
+    if cfg.get("latent_columns") is False:
+        cols = [c for c in cols if c in metric_columns(cfg)]
+    return tabulate(cfg.get("name", "compare"), [row["name"] for row in cfg["rows"]], cfg.get("seeds", [0]),
+                    {key: cell_values(rep, layer) for key, rep in reports.items()}, cols, diverged)
 
 
 def metric_columns(cfg: dict[str, Any]) -> frozenset[str]:
@@ -375,53 +316,24 @@ def columns_of(table: dict[str, Any]) -> list[str]:
     return list(next(iter(table.values())))
 
 
-def seed_counts(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]]) -> dict[str, int]:
-    """{row name: number of seeds with a report} (rows without one are left out, as in ``aggregate``)."""
-    counts = {row["name"]: sum((row["name"], s) in reports for s in cfg.get("seeds", [0])) for row in cfg["rows"]}
-    return {name: n for name, n in counts.items() if n}
+def r2_format(plain: frozenset[str] = frozenset()) -> Format:
+    """Compare's numbers: 2 decimals, the spread only over two or more seeds; an R^2 or accuracy column (not in
+    ``plain``, a metric's) bold at >= 0.5 and arrowed below 0.25, as the paper colours them."""
+    two = plain_format(2)
+
+    def fmt(column: str, s: Stat) -> str:
+        text = two(column, s)
+        if column in plain or text == "-":
+            return text
+        return f"**{text}**" if s.mean >= 0.5 else (f"{text} ↓" if s.mean < 0.25 else text)
+    return fmt
 
 
-def _cell(mean: float, std: float, n: int, marked: bool = True) -> str:
-    """One table cell: the mean, with the spread only when there are two or more seeds to spread over; an R^2 or
-    accuracy column (``marked``, not a metric's) bold at >= 0.5 and arrowed below 0.25, as the paper colours them."""
-    text = f"{mean:.2f} ± {std:.2f}" if n >= 2 else f"{mean:.2f}"
-    if not marked:
-        return text
-    return f"**{text}**" if mean >= 0.5 else (f"{text} ↓" if mean < 0.25 else text)
-
-
-def seeds_note(counts: dict[str, int]) -> str:
-    """What the cells are: 'mean ± std over n = 3 seeds', or 'n = 1 seed, no spread'."""
-    ns = sorted(set(counts.values()))
-    if ns == [1]:
-        return "n = 1 seed: single values, no spread"
-    if len(ns) == 1:
-        return f"mean ± std over n = {ns[0]} seeds"
-    return "mean ± std over each row's seeds (column n; n = 1: a single value, no spread)"
-
-
-def markdown_table(table: dict[str, Any], counts: dict[str, int] | None = None,
-                   plain: frozenset[str] = frozenset()) -> str:
-    """The aggregated table as markdown, one column per report column; ``counts``: seeds per row (an n column
-    is added when rows have different numbers of seeds; None: several seeds each, as before counts existed);
-    ``plain``: columns printed without the R^2 marks (a metric's)."""
-    cols = columns_of(table)
-    if counts is None:
-        return _markdown(table, cols, dict.fromkeys(table, 2), "mean ± std over seeds", plain)
-    return _markdown(table, cols, counts, seeds_note(counts), plain)
-
-
-def _markdown(table: dict[str, Any], cols: list[str], counts: dict[str, int], note: str,
-              plain: frozenset[str] = frozenset()) -> str:
-    """The markdown lines of ``markdown_table``."""
-    uneven = len(set(counts.values())) > 1
-    head = "| views generated by | " + " | ".join(cols) + (" | n |" if uneven else " |")
-    lines = [head, "|---" * (len(cols) + 1 + uneven) + "|"]
-    lines += [f"| {name} | " + " | ".join(_cell(*row[c], counts[name], c not in plain) for c in cols)
-              + (f" | {counts[name]} |" if uneven else " |") for name, row in table.items()]
+def markdown_table(table: ResultsTable, plain: frozenset[str] = frozenset()) -> str:
+    """The grid's table as markdown (``plain``: columns printed without the R^2 marks, a metric's)."""
     marks = "bold: R^2 >= 0.5; ↓: R^2 < 0.25 (red in the paper" + (
-        "; metric columns NAME/COLUMN unmarked); " if plain & set(cols) else "); ")
-    return "\n".join(lines) + "\n\n" + marks + note
+        "; metric columns NAME/COLUMN unmarked)" if plain & set(table.columns) else ")")
+    return results_markdown(table, r2_format(plain), first="views generated by", note=marks)
 
 
 def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
@@ -455,41 +367,6 @@ def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\n" + note
 
 
-def heatmap(table: dict[str, Any], out: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names, cols = list(table), columns_of(table)
-    m = np.array([[table[n][c][0] for c in cols] for n in names])
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(cols) + 2), 0.45 * len(names) + 1.8))
-    im = ax.imshow(m, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(len(names)), names, fontsize=8)
-    for i in range(len(names)):
-        for j in range(len(cols)):
-            ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7, color="w" if m[i, j] < 0.6 else "k")
-    fig.colorbar(im, ax=ax, label="R^2 / accuracy")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    write_atomic(out, lambda p: fig.savefig(p, dpi=120, format="png"))
-    plt.close(fig)
-
-
-def write_csv(table: dict[str, Any], path: Path, counts: dict[str, int] | None = None) -> None:
-    """The aggregated table as CSV: one row per view maker, "<column> mean" and "<column> std" per column and,
-    with ``counts``, a last column ``n`` (seeds) and the std left empty for a single seed (no spread to report)."""
-    cols = columns_of(table)
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["views"] + [f"{c} {s}" for c in cols for s in ("mean", "std")] + (["n"] if counts else []))
-        for name, row in table.items():
-            n = counts[name] if counts else 2
-            cells = [x for c in cols for x in (f"{row[c][0]:.4f}", f"{row[c][1]:.4f}" if n > 1 else "")]
-            w.writerow([name, *cells] + ([n] if counts else []))
-
-
 def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
     """Fail before any training when the config's ``da_style`` names latents the store's SCM lacks."""
     from ident3d.evaluation.report import check_da_style_names
@@ -514,10 +391,12 @@ class Compare(ExperimentKind):
               progress: bool) -> list[Cell]:
         where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
         stores = {k: where / "stores" / f"{k}.zarr" for k in ("train", "test")}
+        from ident3d.pipelines.store_specs import make_store
+
         digests = plan_stores(cfg)
         scene = cfg.get("scene")
         for key, path in stores.items():
-            render_store(cfg["stores"][key], scene, path, None, scheduler, progress)
+            make_store(cfg["stores"][key], key, scene, path, scheduler, progress)
         _check_da_style_names(cfg, str(stores["test"]))
         cells = []
         for row in cfg["rows"]:
@@ -539,17 +418,13 @@ class Compare(ExperimentKind):
             raise UserError("every cell diverged (" + "; ".join(f"{n} seed {s}: {why}"
                                                                for (n, s), why in diverged.items())
                             + "); lower train.lr and run the command again")
-        table = aggregate(cfg, reports, layer)
-        counts = seed_counts(cfg, reports)
-        md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, counts,
-                                                                                   metric_columns(cfg))
-        if diverged:
-            md += "\n\n" + diverged_note(diverged)
-        summary = {"layer": layer, "columns": columns_of(table), "table": table, "n_seeds": counts,
-                   "diverged": [{"row": n, "seed": s, "why": why} for (n, s), why in diverged.items()]}
-        latents = without_metrics(cfg, table)
+        table = aggregate(cfg, reports, layer, diverged)
+        means = table.means()
+        md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, metric_columns(cfg))
+        summary: dict[str, Any] = {"layer": layer}
+        latents = without_metrics(cfg, means)
         top = ceiling_name(cfg)
-        if top in table and len(table) > 1:
+        if top in means and len(means) > 1:
             from ident3d.store.info import store_info
 
             summary["ceiling"] = top
@@ -559,13 +434,14 @@ class Compare(ExperimentKind):
             md += "\n\n## Fraction of the supervised ceiling\n\n" + fraction_markdown(
                 summary["fraction_of_ceiling"], latents[top])
         files = write_tables(out, {"table.md": md + "\n", "vs_paper.md": side_by_side(cfg, latents) + "\n",
-                                   "table.json": json.dumps(summary, indent=2) + "\n",
-                                   "table.csv": lambda p: write_csv(table, p, counts)})
+                                   "table.json": json.dumps(table.as_json(**summary), indent=2) + "\n",
+                                   "table.csv": lambda p: write_csv(table, p)})
         files["table.png"] = out / "table.png"
-        heatmap(table, files["table.png"], f"{cfg.get('name', 'compare')}: {layer} layer, mean over seeds")
+        heatmap(table, files["table.png"], f"{cfg.get('name', 'compare')}: {layer} layer, mean over seeds",
+                "R^2 / accuracy")
         names = {"markdown": "table.md", "csv": "table.csv", "heatmap": "table.png", "paper": "vs_paper.md",
                  "json": "table.json"}
-        return {"table": table, "markdown": md, "files": {k: str(files[v]) for k, v in names.items()}}
+        return {"table": means, "markdown": md, "files": {k: str(files[v]) for k, v in names.items()}}
 
 
 def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,

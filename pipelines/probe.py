@@ -10,7 +10,7 @@ import json
 import numpy as np
 
 from ident3d.causal.errors import UserError
-from ident3d.evaluation.probe_run import probe_images
+from ident3d.evaluation.probe_report import probe_images
 from ident3d.pipelines.files import check_output, write_atomic
 
 

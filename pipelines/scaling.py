@@ -24,8 +24,6 @@ from ident3d.pipelines.compare import (
     add_grid_flags,
     check_layer,
     columns_of,
-    store_args,
-    store_size,
     without_metrics,
 )
 from ident3d.pipelines.compare import load_config as load_compare
@@ -42,6 +40,7 @@ from ident3d.pipelines.experiment import (
     write_tables,
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.store_specs import image_size, render_args, store_size
 
 TOP_KEYS = {"kind", "name", "description", "paper", "points"}
 KIND = "scaling"
@@ -137,7 +136,7 @@ def point_columns(compare: dict[str, Any]) -> list[str]:
     from ident3d.render import plan_render
 
     scene = compare.get("scene", "causal3dident")
-    plan = plan_render("test.zarr", **store_args(compare["stores"]["test"], scene))
+    plan = plan_render("test.zarr", **render_args(compare["stores"]["test"], scene))
     return titles(columns(plan.attrs.latent_names, plan.attrs.latent_groups), plan.layout["has_classes"])
 
 
@@ -265,7 +264,7 @@ def run_scaling(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
 def scale_of(cfg: dict[str, Any]) -> dict[str, Any]:
     """A point's scale: training images, resolution, steps, batch and the pixels the encoder saw (the x axis)."""
     store, train = cfg["stores"]["train"], cfg["train"]
-    n, px, steps, batch = store_size(store), store["resolution"], train["steps"], train["batch_size"]
+    n, px, steps, batch = store_size(store), image_size(store), train["steps"], train["batch_size"]
     return {"images": n, "resolution": px, "steps": steps, "batch_size": batch, "seeds": len(cfg.get("seeds", [0])),
             "pixels_seen": steps * batch * px * px, "label": f"{n / 1024:g}k img / {px} px / {steps} steps"}
 

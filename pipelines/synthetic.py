@@ -6,7 +6,6 @@ what the paper predicts) is written as markdown, CSV and JSON with figures."""
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 from dataclasses import dataclass, fields, replace
@@ -22,12 +21,13 @@ from ident3d.pipelines.experiment import (
     check_kind,
     check_metrics,
     check_seeds,
-    over_seeds,
     run_experiment,
     slug,
     write_tables,
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.results_table import ResultsTable, Stat, plain_format, tabulate, write_csv
+from ident3d.pipelines.results_table import markdown as results_markdown
 
 TOP_KEYS = {"kind", "name", "description", "paper", "train", "evaluate", "metrics", "seeds", "rows"}
 KIND = "synthetic"
@@ -191,34 +191,31 @@ def table_metrics(results: dict[tuple[str, int], dict[str, float]], metrics: lis
     return head + groups + extra + [c for c in columns(metrics or []) if c in keys] + ["train_seconds"]
 
 
-def aggregate(cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, float]]) -> dict[str, Any]:
-    """{"columns": [...], "rows": {row: {metric: {mean, std, n}}, "expect": ..., "met": bool|None}}."""
-    cols = table_metrics(results, cfg.get("metrics"))
-    table: dict[str, Any] = {"name": cfg["name"], "columns": cols, "rows": {}}
+def aggregate(cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]]) -> ResultsTable:
+    """The experiment's results table (``ident3d.pipelines.results_table``), each row with what the paper predicts
+    (``expect``, ``note``) and whether the mean over its finished seeds met it (``met``; None: nothing to judge)."""
+    scores = {key: r for key, r in results.items() if "diverged" not in r}
+    diverged = {key: r["diverged"] for key, r in results.items() if "diverged" in r}
+    table = tabulate(cfg["name"], [row["name"] for row in cfg["rows"]], cfg.get("seeds", [0]), scores,
+                     table_metrics(results, cfg.get("metrics")), diverged)
     for row in cfg["rows"]:
-        done = [(s, results[(row["name"], s)]) for s in cfg.get("seeds", [0]) if (row["name"], s) in results]
-        cells = [r for _, r in done if "diverged" not in r]
-        diverged = {s: r["diverged"] for s, r in done if "diverged" in r}
-        stats = {}
-        for c in cols:
-            mean, std, n = over_seeds([r.get(c, math.nan) for r in cells])
-            stats[c] = {"mean": mean, "std": std if n > 1 else math.nan, "n": n}
+        if row["name"] not in table.rows:
+            continue
+        cells = [scores[(row["name"], s)] for s in table.seeds if (row["name"], s) in scores]
         expect = row.get("expect") or {}
         met = None
         if expect and cells and all(m in r for m in expect for r in cells):  # not scored: no verdict
-            mean = {m: over_seeds([r[m] for r in cells])[0] for m in expect}
+            mean = {m: Stat.of([r[m] for r in cells]).mean for m in expect}
             met = all(EXPECT_OPS[op](mean[m], t) for m, rule in expect.items() for op, t in rule.items())
-        table["rows"][row["name"]] = {"stats": stats, "expect": expect, "met": met, "note": row.get("note", ""),
-                                      "diverged": diverged}
+        table.extras[row["name"]] = {"expect": expect, "met": met, "note": row.get("note", "")}
     return table
 
 
-def _fmt(s: dict[str, float], metric: str) -> str:
-    if s["n"] == 0 or math.isnan(s["mean"]):
-        return "-"
-    if metric == "train_seconds":
-        return f"{s['mean']:.0f}"
-    return f"{s['mean']:.3f}" + (f" ± {s['std']:.3f}" if s["n"] > 1 else "")
+def score_format(column: str, s: Stat) -> str:
+    """Synthetic's numbers: 3 decimals and the spread over seeds; training time in whole seconds."""
+    if column == "train_seconds" and s.n and math.isfinite(s.mean):
+        return f"{s.mean:.0f}"
+    return plain_format(3)(column, s)
 
 
 def _expect_text(expect: dict[str, dict[str, float]]) -> str:
@@ -226,34 +223,16 @@ def _expect_text(expect: dict[str, dict[str, float]]) -> str:
                      for m, rule in expect.items() for op, t in rule.items())
 
 
-def markdown(table: dict[str, Any], seeds: list[int]) -> str:
+def markdown(table: ResultsTable) -> str:
     """The table as markdown, with the paper's prediction per row and whether it was met."""
-    cols = table["columns"]
-    lines = ["| row | " + " | ".join(cols) + " | paper predicts | met |",
-             "|---" * (len(cols) + 3) + "|"]
-    for name, r in table["rows"].items():
-        met = {True: "yes", False: "**no**", None: "-"}[r["met"]]
-        if r.get("diverged"):
-            met += "; " + ", ".join(f"seed {s} diverged ({why})" for s, why in r["diverged"].items())
-        lines.append(f"| {name} | " + " | ".join(_fmt(r["stats"][c], c) for c in cols)
-                     + f" | {_expect_text(r['expect']) or r['note'] or '-'} | {met} |")
-    n = len(seeds)
-    lines.append("")
-    lines.append(f"Mean ± std over {n} seeds ({', '.join(map(str, seeds))})." if n > 1 else
-                 f"One seed ({seeds[0]}): no spread is shown.")
-    return "\n".join(lines) + "\n"
+    def predicts(row: str) -> str:
+        extras = table.extras[row]
+        return _expect_text(extras["expect"]) or extras["note"] or "-"
 
+    def met(row: str) -> str:
+        return {True: "yes", False: "**no**", None: "-"}[table.extras[row]["met"]]
 
-def write_csv(table: dict[str, Any], path: Path) -> None:
-    """One line per row: mean, std and n of every metric, and whether the paper's prediction was met."""
-    def write(p: Path) -> None:
-        with p.open("w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["row"] + [f"{c}_{k}" for c in table["columns"] for k in ("mean", "std", "n")] + ["met"])
-            for name, r in table["rows"].items():
-                w.writerow([name] + [r["stats"][c][k] for c in table["columns"] for k in ("mean", "std", "n")]
-                           + [r["met"]])
-    write_atomic(path, write)
+    return results_markdown(table, score_format, extra=[("paper predicts", predicts), ("met", met)]) + "\n"
 
 
 def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
@@ -345,16 +324,14 @@ class Synthetic(ExperimentKind):
                         cell, cell_settings(cfg, row, s, self.steps)):
                     results[(row["name"], s)] = scores
         table = aggregate(cfg, results)
-        table["seeds"] = cfg.get("seeds", [0])
-        write_tables(out, {"table.json": json.dumps(table, indent=1) + "\n",
-                           "table.md": f"# {cfg['name']}\n\n{cfg.get('description', '')}\n\n"
-                                       + markdown(table, table["seeds"]),
-                           "table.csv": lambda p: write_csv(table, p)})
+        write_tables(out, {"table.json": json.dumps(table.as_json(), indent=1) + "\n",
+                           "table.md": f"# {cfg['name']}\n\n{cfg.get('description', '')}\n\n" + markdown(table),
+                           "table.csv": lambda p: write_csv(table, p, extra=("met",))})
         if self.figures:
             from ident3d.training.run_dir import CHECKPOINT
 
             (out / "figures").mkdir(exist_ok=True)
-            s0 = table["seeds"][0]
+            s0 = table.seeds[0]
             for row in (r for r in self.wanted(cfg) if "diverged" not in results[(r["name"], s0)]):
                 cell, name = cell_dir(out, row["name"], s0), slug(row["name"])
                 if not (cell / CHECKPOINT).exists():  # e.g. results kept without their weights
@@ -363,7 +340,7 @@ class Synthetic(ExperimentKind):
                 scatter_figure(cell, out / "figures" / f"{name}.png", f"{row['name']} (seed {s0})")
                 if "top_corr" in results[(row["name"], s0)]:
                     spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row['name']} (seed {s0})")
-        return table
+        return {**table.as_json(), "markdown": markdown(table)}
 
 
 def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,
@@ -417,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
     table = run_synthetic(cfg, out, seeds=args.seeds, steps=args.steps, device=args.device, rows=args.rows,
                           figures=not args.no_figures, progress=not args.no_progress, workers=args.workers,
                           scheduler=args.scheduler)
-    print(markdown(table, table["seeds"]), end="")
+    print(table["markdown"], end="")
     print(f"table: {out / 'table.md'} (and .csv, .json)" + ("" if args.no_figures else
                                                             f"; figures: {out / 'figures'}"))
     return 0

@@ -87,11 +87,11 @@ def test_demo_shows_progress_within_10_seconds(tmp_path):
 
 def test_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
-    table = json.loads((tmp_path / "demo" / "table.json").read_text())["table"]
-    lt, da = table["LT: change hues"], table["DA: colour distortion"]
+    table = json.loads((tmp_path / "demo" / "table.json").read_text())["rows"]
+    lt, da = table["LT: change hues"]["stats"], table["DA: colour distortion"]["stats"]
     for row in (lt, da):  # both views change the hues: they are discarded (style), positions are kept
-        hues = [row[c][0] for c in ("hues: object", "hues: spotlight", "hues: background")]
-        assert max(hues) < 0.25 and row["positions: object"][0] > 0.4, row
+        hues = [row[c]["mean"] for c in ("hues: object", "hues: spotlight", "hues: background")]
+        assert max(hues) < 0.25 and row["positions: object"]["mean"] > 0.4, row
     out = capsys.readouterr().out
     assert "LT: change hues" in out and "cell 2/3: LT: change hues, seed 0" in out
     assert "supervised (ceiling)" in table and "Fraction of the supervised ceiling" in out
@@ -105,7 +105,7 @@ def test_demo_end_to_end(tmp_path, capsys):
     assert h > 100 and w > 300 and colours > 20  # a drawn heatmap
     # re-running resumes: every cell is skipped, the table is the same
     assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
-    assert json.loads((tmp_path / "demo" / "table.json").read_text())["table"] == table
+    assert json.loads((tmp_path / "demo" / "table.json").read_text())["rows"] == table
 
 
 def test_a_diverging_cell_is_reported_and_the_grid_goes_on(tmp_path):

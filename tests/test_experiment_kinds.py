@@ -90,7 +90,7 @@ def test_scaling_curves_are_the_points_own_numbers(tmp_path):
         r2 = report["layers"]["output"]["r2_linear"]
         assert point["rows"]["lt_change_hues"]["mean_r2"] == pytest.approx(statistics.fmean(r2.values()))
         compare = json.loads((out / f"points/point{i}/table.json").read_text())
-        assert set(compare["table"]) == {"LT: change hues", "supervised (ceiling)"}
+        assert set(compare["rows"]) == {"LT: change hues", "supervised (ceiling)"}
     a, b = (p["rows"]["lt_change_hues"]["mean_r2"] for p in curves["points"])
     assert a != b  # two trainings of different lengths: the points are not one number copied
     assert [f["row"] for f in curves["facts"]] == ["lt_change_hues"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ident3d.causal.errors import UserError
-from ident3d.evaluation.probe_run import probe_images
+from ident3d.evaluation.probe_report import probe_images
 from ident3d.pipelines import dataset, probe
 
 
@@ -141,7 +141,7 @@ def test_probe_refuses_a_missing_run_and_a_size_mismatch(trained, tmp_path, caps
 
 
 def test_runs_with_the_same_folder_name_get_distinct_labels():
-    from ident3d.evaluation.probe_run import run_labels
+    from ident3d.evaluation.probe_report import run_labels
 
     assert run_labels(["cells/a/seed0", "cells/b/seed0"]) == ["a/seed0", "b/seed0"]
     assert run_labels(["r1", "x/r2"]) == ["r1", "r2"]

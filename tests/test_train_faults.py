@@ -208,13 +208,16 @@ def test_sample_n_beyond_memory(work):
 # ----- pure parts ---------------------------------------------------------------------------------------------
 def test_tables_show_a_spread_only_over_two_or_more_seeds():
     from ident3d.pipelines.compare import markdown_table
+    from ident3d.pipelines.results_table import tabulate
 
-    table = {"A": {"x": (0.61, 0.0)}, "B": {"x": (0.1, 0.0)}}
-    one = markdown_table(table, {"A": 1, "B": 1})
+    def table(values):  # {(row, seed): x}
+        return tabulate("t", ["A", "B"], [0, 1, 2], {k: {"x": v} for k, v in values.items()}, ["x"])
+
+    one = markdown_table(table({("A", 0): 0.61, ("B", 0): 0.1}))
     assert "±" not in one.split("\n\n")[0] and "| A | **0.61** |" in one and "n = 1 seed" in one
-    three = markdown_table({"A": {"x": (0.61, 0.02)}}, {"A": 3})
+    three = markdown_table(table({("A", 0): 0.59, ("A", 1): 0.61, ("A", 2): 0.63}))
     assert "| A | **0.61 ± 0.02** |" in three and "mean ± std over n = 3 seeds" in three
-    mixed = markdown_table({"A": {"x": (0.61, 0.02)}, "B": {"x": (0.1, 0.0)}}, {"A": 3, "B": 1})
+    mixed = markdown_table(table({("A", 0): 0.59, ("A", 1): 0.61, ("A", 2): 0.63, ("B", 0): 0.1}))
     assert "| A | **0.61 ± 0.02** | 3 |" in mixed and "| B | 0.10 ↓ | 1 |" in mixed
 
 

@@ -52,8 +52,9 @@ def test_bad_view_conditional_is_one_line(tmp_path, value):
 
 
 def test_paper001_3dident_config_plans_its_stores_with_the_conditional():
-    from ident3d.pipelines.compare import load_config, store_args
+    from ident3d.pipelines.compare import load_config
+    from ident3d.pipelines.store_specs import render_args
 
     cfg = load_config("configs/paper001_3dident.yaml")
     assert [r["views"] for r in cfg["rows"]] == ["lt_nn:positions+rotations+hues", "lt_exact:near", "labels"]
-    assert store_args(cfg["stores"]["train"], cfg["scene"])["view_conditional"] == "normal:0.1"
+    assert render_args(cfg["stores"]["train"], cfg["scene"])["view_conditional"] == "normal:0.1"
