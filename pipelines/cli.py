@@ -52,6 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # a command may say what was done and how to resume
         print(f"ident3d {args.command}: {str(exc) or 'interrupted'}", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`ident3d ... | head`): stop quietly, as other tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 141
 
 
 if __name__ == "__main__":

@@ -113,3 +113,17 @@ def test_existing_output_is_not_overwritten_without_flag(tmp_path):
     assert r.returncode == 2 and "--overwrite" in r.stderr and out.read_bytes() == before
     r = run("sample", "--scm", "3dident", "--n", "9", "--seed", "1", "--out", str(out), "--overwrite")
     assert r.returncode == 0 and np.load(out)["latents"].shape == (9, 10)
+
+
+def test_a_reader_that_goes_away_is_no_traceback():
+    """`ident3d ... | head -1`: the pipe closes before the output is written; the command stops quietly (141, as a
+    tool killed by SIGPIPE reports in a shell), with nothing on stderr."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is already gone: the first write fails with EPIPE
+    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", "experiment", "configs/da_vs_lt_small.yaml",
+                        "--dry-run"], stdout=write, stderr=subprocess.PIPE, text=True,
+                       cwd=Path(__file__).resolve().parents[1])
+    os.close(write)
+    assert r.returncode == 141 and r.stderr == "", (r.returncode, r.stderr)
