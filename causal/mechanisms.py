@@ -167,6 +167,36 @@ class Sticky(Mechanism):
         return f"{self.parent} w.p. {self.stay:g}, else Categorical({len(self.categories)})"
 
 
+@register
+@dataclass
+class Bernoulli(Mechanism):
+    """1 with probability p (a function of the parents, clipped to [0, 1]), else 0: e.g. a filled object slot."""
+
+    kind: ClassVar[str] = "bernoulli"
+    keys: ClassVar[frozenset[str]] = frozenset({"p"})
+    p: Function | None = None
+
+    @classmethod
+    def build(cls, spec: Mapping, rng: Range, where: str) -> Bernoulli:
+        p = compile_function(spec.get("p", 0.5), f"{where} p")
+        obj = cls(p)
+        obj.reads, obj.tables = cls._functions(p)
+        return obj
+
+    def _prob(self, values: Values, n: int) -> np.ndarray:
+        return np.clip(self.p(values, n), 0.0, 1.0)
+
+    def sample(self, values: Values, u: np.ndarray) -> np.ndarray:
+        return (u < self._prob(values, len(u))).astype(np.float64)
+
+    def noise(self, values: Values, x: np.ndarray) -> np.ndarray:
+        p = self._prob(values, len(x))
+        return np.where(np.asarray(x) > 0.5, 0.5 * p, p + 0.5 * (1.0 - p))
+
+    def describe(self) -> str:
+        return f"Bernoulli({self.p.text})"
+
+
 def truncnorm_ppf(u: np.ndarray, mu: np.ndarray, sigma: float, lo: float, hi: float) -> np.ndarray:
     """Inverse CDF of N(mu, sigma) truncated to [lo, hi]; reflects upper-tail cases for accuracy."""
     a, b = (lo - mu) / sigma, (hi - mu) / sigma

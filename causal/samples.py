@@ -16,7 +16,8 @@ class Samples:
     """Rows ``index`` of an SCM: ``latents`` (N x D float32), ``classes`` (N int64 or None).
 
     ``index`` holds the global row ids so later random draws (latent transformations) stay
-    counter-based and split-invariant too.
+    counter-based and split-invariant too. An SCM with object plates also gives ``present`` (N x K bool:
+    which slots hold an object; absent objects' latents are 0) and ``objects`` (each slot's node names).
     """
 
     latents: np.ndarray
@@ -25,6 +26,8 @@ class Samples:
     index: np.ndarray
     class_name: str | None = None
     class_names: list[str] | None = None
+    present: np.ndarray | None = None
+    objects: tuple[tuple[str, ...], ...] | None = None
 
     def __len__(self) -> int:
         return len(self.index)
@@ -42,9 +45,19 @@ class Samples:
             out[self.class_name] = self.classes.astype(np.float64)
         return out
 
-    def with_latents(self, latents: np.ndarray, classes: np.ndarray | None) -> Samples:
-        """A copy with new values for the same rows (what a transformation returns)."""
-        return replace(self, latents=latents, classes=classes)
+    def with_latents(self, latents: np.ndarray, classes: np.ndarray | None,
+                     present: np.ndarray | None = None) -> Samples:
+        """A copy with new values for the same rows (what a transformation returns); ``present`` kept if None."""
+        return replace(self, latents=latents, classes=classes,
+                       present=self.present if present is None else present)
+
+    def object_latents(self) -> np.ndarray:
+        """(N, K, D) float32: every slot's nodes in template order, absent objects all 0 (Brady et al.'s layout)."""
+        if self.objects is None:
+            raise UserError("these samples have no objects: the SCM declares no 'objects:' and 'object_nodes:'")
+        values = self.values()
+        return np.stack([np.stack([values[n] for n in names], axis=1) for names in self.objects],
+                        axis=1).astype(np.float32)
 
     def save(self, path: str | Path) -> Path:
         """Write to ``.npz`` (arrays + names) or ``.csv`` (header row, class as its name)."""
@@ -52,6 +65,8 @@ class Samples:
         if path.suffix == ".npz":
             extra = {} if self.classes is None else {
                 "classes": self.classes, "class_names": np.array(self.class_names)}
+            if self.present is not None:
+                extra["present"] = self.present
             np.savez(path, latents=self.latents, names=np.array(self.names), index=self.index,
                      **extra)
         elif path.suffix == ".csv":

@@ -19,10 +19,11 @@ from scipy.special import ndtri
 from ident3d.causal import rng
 from ident3d.causal.errors import SpecError
 from ident3d.causal.mechanisms import Categorical, Mechanism, build_mechanism, trunclaplace_ppf, truncnorm_ppf
+from ident3d.causal.plates import PLATE_KEYS, Plates, expand_plates
 from ident3d.causal.samples import Samples
 
 _NODE_KEYS = {"name", "parents", "mechanism", "range", "group", "description"}
-_TOP_KEYS = {"name", "description", "nodes", "class_node", "change_sets", "transform"}
+_TOP_KEYS = {"name", "description", "nodes", "class_node", "change_sets", "transform", *PLATE_KEYS}
 CONDITIONALS = ("normal", "laplace")  # p(z~ | z) of a latent transformation (spec transform.conditional)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -87,7 +88,10 @@ class SCM:
         extra = set(spec) - _TOP_KEYS
         if extra:
             raise SpecError(f"spec: unknown top-level key(s) {sorted(extra)}; allowed: {sorted(_TOP_KEYS)}")
-        raw_nodes = spec.get("nodes")
+        flat, plates = expand_plates(spec)  # object templates -> an ordinary spec (plates.py)
+        self.plates: Plates | None = plates  # the object layout: absent objects' latents are stored as 0
+        self._flat: dict[str, Any] = copy.deepcopy(flat)
+        raw_nodes = flat.get("nodes")
         if not isinstance(raw_nodes, list) or not raw_nodes:
             raise SpecError("spec: 'nodes' must be a non-empty list")
         self.spec: dict[str, Any] = copy.deepcopy(dict(spec))
@@ -238,16 +242,21 @@ class SCM:
 
     def _pack(self, values: Mapping[str, np.ndarray], index: np.ndarray) -> Samples:
         n = len(index)
+        present = objects = None
+        if self.plates is not None:  # absent objects' latents are stored as 0, their slots flagged in `present`
+            values = self.plates.mask(values)
+            present, objects = self.plates.present_matrix(values), self.plates.objects
         latents = np.stack([values[k] for k in self.names], axis=1).astype(np.float32) \
             if self.names else np.zeros((n, 0), np.float32)
         classes = values[self.class_node].astype(np.int64) if self.class_node else None
-        return Samples(latents, classes, list(self.names), index, self.class_node, self.class_names)
+        return Samples(latents, classes, list(self.names), index, self.class_node, self.class_names, present,
+                       objects)
 
     # ----- interventions and transformations --------------------------------------------------
     def do(self, **values: float | str | Mapping[str, Any]) -> SCM:
         """A new SCM with the named nodes fixed (number, or class name) or given a new mechanism
         (a mechanism mapping without parents); their incoming edges are cut."""
-        spec = copy.deepcopy(self.spec)
+        spec = copy.deepcopy(self._flat)  # a plate spec's expanded nodes: do() names concrete nodes (obj1_pos_x)
         by_name = {raw["name"]: raw for raw in spec["nodes"]}
         for name, value in values.items():
             if name not in self.nodes:
@@ -270,7 +279,9 @@ class SCM:
                     raise SpecError(f"do: {name}={value} is outside its range {list(node.range)}")
                 raw["mechanism"] = {"type": "deterministic", "fn": float(value)}
         spec["description"] = f"{spec.get('description', '')} do({', '.join(values)})".strip()
-        return SCM(spec)
+        out = SCM(spec)
+        out.plates = self.plates  # the expanded spec has no 'objects': keep its layout (absent objects stored as 0)
+        return out
 
     def transform(self, samples: Samples, change: str | Sequence[str], seed: int = 0,
                   sigma: float | None = None, propagate: bool = False,
@@ -306,7 +317,7 @@ class SCM:
                 new[name] = node.mechanism.sample(new, u)
                 changed.add(name)
         packed = self._pack(new, samples.index)
-        return samples.with_latents(packed.latents, packed.classes)
+        return samples.with_latents(packed.latents, packed.classes, packed.present)
 
     def _redraw(self, node: Node, values: Mapping[str, np.ndarray], x: np.ndarray,
                 u: np.ndarray, sigma: float | None) -> np.ndarray:
