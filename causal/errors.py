@@ -27,3 +27,11 @@ class ParameterError(UserError):
     def flag_text(self) -> str:
         """The message with the parameter as its command-line flag."""
         return f"--{self.param.replace('_', '-')} {self.detail}"
+
+
+def check_keys(raw: object, allowed: set[str] | frozenset[str], where: str) -> None:
+    """A spec mapping has only ``allowed`` keys: else one ``SpecError`` line naming ``where``, the unknown keys and
+    the allowed ones."""
+    extra = set(raw) - set(allowed)  # type: ignore[call-overload]
+    if extra:
+        raise SpecError(f"{where}: unknown key(s) {sorted(extra)}; allowed: {sorted(allowed)}")

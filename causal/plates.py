@@ -23,7 +23,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from ident3d.causal.errors import SpecError
+from ident3d.causal.errors import SpecError, check_keys
 
 MAX_SLOTS = 8  # objects per scene
 PLATE_KEYS = ("objects", "object_nodes")
@@ -94,9 +94,7 @@ def _objects(raw: object) -> tuple[int, int, tuple[float, ...]]:
     """(slots, min, probabilities of min..slots objects) from the ``objects`` mapping."""
     if not isinstance(raw, Mapping):
         raise SpecError(f"spec: 'objects' must be a mapping like {{slots: 4, min: 2}}, got {raw!r}")
-    extra = set(raw) - _OBJECT_KEYS
-    if extra:
-        raise SpecError(f"objects: unknown key(s) {sorted(extra)}; allowed: {sorted(_OBJECT_KEYS)}")
+    check_keys(raw, _OBJECT_KEYS, "objects")
     slots = raw.get("slots")
     if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS:
         raise SpecError(f"objects: 'slots' must be an integer from 1 to {MAX_SLOTS} (objects per scene), "
@@ -181,9 +179,7 @@ def _check_template(raw: object, i: int) -> str:
         raise SpecError(f"object_nodes[{i}]: 'name' must be an identifier with one {{k}} for the slot "
                         f"(e.g. obj{{k}}_pos_x), got {name!r}")
     where = f"object node '{name}'"
-    extra = set(raw) - _TEMPLATE_KEYS
-    if extra:
-        raise SpecError(f"{where}: unknown key(s) {sorted(extra)}; allowed: {sorted(_TEMPLATE_KEYS)}")
+    check_keys(raw, _TEMPLATE_KEYS, where)
     parents = raw.get("parents", []) or []
     if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
         raise SpecError(f"{where}: 'parents' must be a list of node names or templates, got {parents!r}")

@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ident3d.causal import rng
-from ident3d.causal.errors import SpecError
+from ident3d.causal.errors import SpecError, check_keys
 from ident3d.causal.mechanisms import Categorical, Mechanism, build_mechanism, trunclaplace_ppf, truncnorm_ppf
 from ident3d.causal.plates import PLATE_KEYS, Plates, expand_plates
 from ident3d.causal.samples import Samples
@@ -60,9 +60,7 @@ def _parse_node(raw: object, i: int) -> Node:
     if not isinstance(name, str) or not _NAME.match(name):
         raise SpecError(f"nodes[{i}]: 'name' must be an identifier (letters, digits, _), got {name!r}")
     where = f"node '{name}'"
-    extra = set(raw) - _NODE_KEYS
-    if extra:
-        raise SpecError(f"{where}: unknown key(s) {sorted(extra)}; allowed: {sorted(_NODE_KEYS)}")
+    check_keys(raw, _NODE_KEYS, where)
     parents = raw.get("parents", []) or []
     if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
         raise SpecError(f"{where}: 'parents' must be a list of node names, got {parents!r}")
