@@ -10,14 +10,11 @@ To add a kind: subclass ``ExperimentKind`` in one module of ``pipelines/`` (its 
 from __future__ import annotations
 
 import json
-import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
-
-import numpy as np
 
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.cells import Cell, run_cells, split_diverged
@@ -171,15 +168,6 @@ def check_eval(cfg: Mapping[str, Any], defaults: Mapping[str, Any], rows_are: st
             raise UserError(f"{head}: evaluate.{key} must be a whole number >= {MIN_EVAL_ROWS} ({rows_are}), "
                             f"got {out[key]!r}")
     return out
-
-
-def over_seeds(values: Sequence[float]) -> tuple[float, float, int]:
-    """(mean, std, n) of one metric over a row's seeds: NaN values (a metric a cell lacks) are left out of the
-    mean and std; mean and std are NaN when no value is finite, std is 0 for a single value."""
-    arr = np.asarray(values, dtype=float)
-    if not np.isfinite(arr).any():
-        return math.nan, math.nan, len(arr)
-    return float(np.nanmean(arr)), float(np.nanstd(arr)), len(arr)
 
 
 def write_tables(out: Path, files: Mapping[str, str | Callable[[Path], object]]) -> dict[str, Path]:
