@@ -122,7 +122,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
                     view_seeds=view_seeds, given=given is not None)
     layout = {"n": n, "chunk_size": chunk_size, "height": the_settings.resolution, "width": the_settings.resolution,
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
-              "views": list(the_views)}
+              "views": list(the_views), "slots": the_scene.slots}
     check_memory(layout, workers=1)
     attrs = store_attrs(job, the_scene, the_scm, given, folder.folder if folder else None)
     return RenderPlan(job, attrs, layout,
