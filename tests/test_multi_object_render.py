@@ -20,7 +20,7 @@ from ident3d.store.check import check_store
 
 SIZE = 32
 ARGS = {"scene": "multi3dident", "scm": "multi3dident_independent", "n": 12, "chunk_size": 4, "seed": 0,
-        "settings": {"resolution": SIZE, "samples": 4}, "progress": False}
+        "settings": {"resolution": SIZE, "samples": 4}, "views": "pos:positions", "progress": False}
 MIN_VISIBLE = 20  # px of 32 x 32: objects seen well enough for their mask centroid to locate them
 NEAR = 5.0  # px: a well-seen object's mask centroid lies this close to where its latents put its origin
 
@@ -111,7 +111,12 @@ def test_absent_objects_have_no_pixels_and_visibility_counts_the_masks(store, on
     assert (visibility[:, 0] > 0).mean() >= 0.75  # object 0 is in view in most images
     assert store["done"].all()
     report = check_store(str(one_worker))
-    assert {"masks", "visibility", "present"} <= set(report.arrays) and not report.bad
+    assert {"masks", "visibility", "present", "views/pos/masks", "views/pos/visibility", "views/pos/present"} <= \
+        set(report.arrays) and not report.bad
+    view = zarr.open_group(str(one_worker), mode="r")["views/pos"]
+    assert np.array_equal(view["present"][:], present)  # a change of positions moves objects, adds or removes none
+    assert np.array_equal(view["visibility"][:], np.stack([np.bincount(m.ravel(), minlength=6)[1:5]
+                                                            for m in view["masks"][:]]))
 
 
 # ----- the store: split-invariant and resumable ------------------------------------------------------------------
@@ -123,7 +128,7 @@ def test_two_workers_and_a_resume_write_the_same_bytes(one_worker, tmp_path):
     shutil.copytree(one_worker, resumed)
     g = zarr.open_group(str(resumed), mode="r+")
     g["done"][1] = False
-    for name in ("images", "masks", "visibility", "present"):
+    for name in ("images", "masks", "visibility", "present", "views/pos/masks"):
         shutil.rmtree(resumed / name / "c" / "1")  # chunk 1's files, as a killed worker leaves them (or none)
     report = render_store(resumed, workers=1, **ARGS)
     assert report.ok and report.rendered == [1]
