@@ -13,7 +13,9 @@ import zarr
 from helpers import tree_digest
 
 from ident3d.causal import load_scm
+from ident3d.causal.errors import UserError
 from ident3d.render import render_store
+from ident3d.render.api import plan_render
 from ident3d.render.projection import slot_pixels
 from ident3d.render.scene import SceneError, load_scene, pose, presence, scene_from_dict
 from ident3d.store.check import check_store
@@ -73,6 +75,16 @@ def test_bad_object_slots_are_one_line_errors(change, message):
     with pytest.raises(SceneError, match=None) as err:
         scene_from_dict(data)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_scene_and_scm_that_disagree_are_refused_before_rendering(tmp_path):
+    data = load_scene("multi3dident").to_dict()
+    data["classes"] = data["classes"][:3]
+    with pytest.raises(UserError, match="obj0_class has 7 categories but scene multi3dident has 3 classes"):
+        plan_render(tmp_path / "s.zarr", scene=data, scm="multi3dident_independent", n=4)
+    with pytest.raises(UserError, match="binds latents"):
+        plan_render(tmp_path / "s.zarr", scene="multi3dident", scm="causal3dident", n=4)
+    assert not (tmp_path / "s.zarr").exists()
 
 
 # ----- rendered masks --------------------------------------------------------------------------------------------
