@@ -145,3 +145,13 @@ def test_two_workers_and_a_resume_write_the_same_bytes(one_worker, tmp_path):
     report = render_store(resumed, workers=1, **ARGS)
     assert report.ok and report.rendered == [1]
     assert store_bytes(resumed) == store_bytes(one_worker)
+
+
+def test_another_chunk_size_gives_the_same_arrays(store, tmp_path):
+    """One chunk of 12 rows renders as frame sequences of 8 and 4 (chunks of 4: one sequence each): same pixels,
+    masks, visibility and presence."""
+    out = tmp_path / "one_chunk.zarr"
+    assert render_store(out, workers=1, **{**ARGS, "chunk_size": 12}).ok
+    g = zarr.open_group(str(out), mode="r")
+    for name in ("images", "latents", "masks", "visibility", "present"):
+        assert np.array_equal(g[name][:], store[name]), name
