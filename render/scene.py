@@ -32,7 +32,6 @@ OBJECT_TARGETS = ("object.x", "object.y", "object.z", "object.rot_x", "object.ro
 LIGHT_CHANNELS = ("angle", "hue", "energy")
 GROUND_TARGETS = ("ground.hue",)
 SLOT = "{k}"  # an object slot's index in the names of ObjectSlots' latents
-SLOT_CHANNELS = ("present", "class")  # what a slot's presence and class latents drive: slot.<k>.present|class
 
 
 class SceneError(UserError):
@@ -158,7 +157,7 @@ class ObjectSlots:
     latents: tuple[Binding, ...] = ()
 
     def bindings(self) -> tuple[Binding, ...]:
-        """The slots' columns as concrete bindings, targets ``slot.<k>.present|class`` and ``slot.<k>.<object target>``."""
+        """The slots' columns as concrete bindings: targets ``slot.<k>.present|class|x|y|z|rot_x|rot_y|rot_z|hue``."""
         out = [Binding(self.present.replace(SLOT, str(k)), f"slot.{k}.present") for k in range(self.slots)]
         for k in range(self.slots):
             out.append(Binding(self.class_latent.replace(SLOT, str(k)), f"slot.{k}.class"))
@@ -169,7 +168,8 @@ class ObjectSlots:
 
 @dataclass(frozen=True)
 class Scene:
-    """A whole scene: shared set-up plus object classes and the latent bindings (column i = latents[i]).
+    """A whole scene: shared set-up plus object classes and the latent bindings (column i = bindings[i]: ``latents``,
+    then the columns of the object slots, if any).
 
     ``extent`` (s) is the default largest bounding-box side of a class's mesh and the unit of ``offset_extent``.
     """
