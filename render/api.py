@@ -122,7 +122,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
                     view_seeds=view_seeds, given=given is not None)
     layout = {"n": n, "chunk_size": chunk_size, "height": the_settings.resolution, "width": the_settings.resolution,
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
-              "views": list(the_views)}
+              "views": list(the_views), "slots": the_scene.slots}
     check_memory(layout, workers=1)
     attrs = store_attrs(job, the_scene, the_scm, given, folder.folder if folder else None)
     return RenderPlan(job, attrs, layout,
@@ -206,6 +206,11 @@ def check_scene_matches(scene: Scene, scm: SCM) -> None:
     if scm.class_names and len(scm.class_names) != len(scene.class_names):
         raise UserError(f"SCM {scm.name} has {len(scm.class_names)} classes but scene {scene.name} has "
                         f"{len(scene.class_names)}; use a matching SCM or scene")
+    for b in scene.bindings:  # object slots' class latents: as many categories as the scene has classes
+        cats = scm.nodes[b.name].mechanism.categories if b.target.endswith(".class") else None
+        if cats is not None and len(cats) != len(scene.class_names):
+            raise UserError(f"SCM {scm.name}'s {b.name} has {len(cats)} categories but scene {scene.name} has "
+                            f"{len(scene.class_names)} classes; use a matching SCM or scene")
 
 
 def mesh_hashes(scene: Scene) -> dict[str, str] | None:

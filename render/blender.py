@@ -208,7 +208,47 @@ class BlenderRenderer:
             obj.hide_render = True
             self._bl.collection.objects.link(obj)
             self._objects.append(obj)
+        self._slots: list[list[bpy.types.Object]] = []  # per object slot, one object per class (sharing its mesh)
+        self._slot_colors: list[bpy.types.NodeSocket] = []
+        if self.scene.objects is not None:
+            self._build_slots()
         _ACTIVE.append(self)
+
+    def _build_slots(self) -> None:
+        """Object slots: per slot, one object per class sharing the class's mesh, with the slot's own rubber
+        (linked to the object) and pass index k + 1; the object index pass goes to an EXR per frame (masks)."""
+        for k in range(self.scene.slots):
+            mat, color = _rubber(f"object{k}", self.scene.material)
+            objs = []
+            for base in self._objects:
+                obj = bpy.data.objects.new(f"{base.name}.{k}", base.data)
+                obj.rotation_mode = "XYZ"
+                obj.hide_render = True
+                obj.pass_index = k + 1
+                self._bl.collection.objects.link(obj)
+                obj.material_slots[0].link = "OBJECT"
+                obj.material_slots[0].material = mat
+                objs.append(obj)
+            self._slots.append(objs)
+            self._slot_colors.append(color)
+        self._index_pass()
+
+    def _index_pass(self) -> None:
+        """Cycles' object index pass (first sample of each pixel: not anti-aliased), written by the compositor as a
+        32-bit float EXR per frame next to the image; the image itself passes through unchanged."""
+        self._bl.view_layers[0].use_pass_object_index = True
+        tree = bpy.data.node_groups.new("masks", "CompositorNodeTree")
+        layers = tree.nodes.new("CompositorNodeRLayers")
+        tree.interface.new_socket("Image", in_out="OUTPUT", socket_type="NodeSocketColor")
+        _link(tree, layers.outputs["Image"], tree.nodes.new("NodeGroupOutput").inputs[0])
+        out = tree.nodes.new("CompositorNodeOutputFile")
+        out.file_output_items.new("FLOAT", "index")
+        out.directory, out.file_name = self._tmp, "mask_"
+        f = out.format
+        f.media_type, f.file_format, f.color_mode, f.color_depth, f.exr_codec = "IMAGE", "OPEN_EXR", "BW", "32", "NONE"
+        _link(tree, layers.outputs["Object Index"], out.inputs[0])
+        self._bl.compositing_node_group = tree
+        self._bl.render.use_compositing = True
 
     def _configure(self) -> None:
         """Cycles, resolution, samples, denoiser, bounces, threads, device, colour management, output file."""
@@ -331,13 +371,16 @@ class BlenderRenderer:
         ``object_visible=False`` hides the object from the camera only: it still casts its shadow.
         """
         self._ensure_active()
-        for i, obj in enumerate(self._objects):
-            obj.hide_render = i != p.class_index
-        obj = self._objects[p.class_index]
-        obj.visible_camera = object_visible
-        obj.location = p.location
-        obj.rotation_euler = p.rotation
-        self._object_color.default_value = (*p.object_rgb, 1.0)
+        if self._slots:
+            self._apply_slots(p, object_visible)
+        else:
+            for i, obj in enumerate(self._objects):
+                obj.hide_render = i != p.class_index
+            obj = self._objects[p.class_index]
+            obj.visible_camera = object_visible
+            obj.location = p.location
+            obj.rotation_euler = p.rotation
+            self._object_color.default_value = (*p.object_rgb, 1.0)
         self._ground_color.default_value = (*p.ground_rgb, 1.0)
         for lt in self.scene.lights:
             lp, lobj = p.lights[lt.name], self._lights[lt.name]
@@ -349,6 +392,17 @@ class BlenderRenderer:
             elif lt.aim == "origin":
                 _aim(lobj, (0.0, 0.0, 0.0))
         self._bl.cycles.seed = int(seed) % SEED_MODULUS
+
+    def _apply_slots(self, p: Pose, object_visible: bool) -> None:
+        """Each present slot shows its class's object, placed, turned and coloured; absent slots are hidden."""
+        for objs, color, o in zip(self._slots, self._slot_colors, p.objects, strict=True):
+            for i, obj in enumerate(objs):
+                obj.hide_render = not (o.present and i == o.class_index)
+            obj = objs[o.class_index]
+            obj.visible_camera = object_visible
+            obj.location = o.location
+            obj.rotation_euler = o.rotation
+            color.default_value = (*o.rgb, 1.0)
 
     def render_pose(self, p: Pose, seed: int, object_visible: bool = True) -> np.ndarray:
         """Render one posed sample; uint8 (H, W, 3), top row first (object_visible: see apply)."""
@@ -367,6 +421,15 @@ class BlenderRenderer:
     ) -> np.ndarray:
         """Render N samples: latents (N, D) raw, classes (N,) or None (class 0), seeds (N,) -> uint8 (N, H, W, 3).
 
+        See :meth:`render_batch_masks`, whose images these are."""
+        return self.render_batch_masks(latents, classes, seeds)[0]
+
+    def render_batch_masks(
+        self, latents: np.ndarray, classes: np.ndarray | None = None, seeds: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Render N samples: images uint8 (N, H, W, 3) and, for a scene with object slots, masks uint8 (N, H, W)
+        from the object index pass (0: background, k + 1: slot k's object), else None.
+
         Every pose is computed (and checked) first; then the batch renders as sequences of up to
         ``SEQUENCE_FRAMES`` frames, each one animation render whose frame handler poses frame i. Pixels equal
         ``render_pose``'s image by image (tested); Ctrl-C in the main thread stops between sequences.
@@ -381,15 +444,23 @@ class BlenderRenderer:
                   for i in range(n)]
         res = self.settings.resolution
         out = np.empty((n, res, res, 3), dtype=np.uint8)
+        masks = np.empty((n, res, res), dtype=np.uint8) if self._slots else None
         with _interrupt_between_sequences() as interrupted:
             for start in range(0, n, SEQUENCE_FRAMES):
-                out[start:start + SEQUENCE_FRAMES] = self.render_sequence(frames[start:start + SEQUENCE_FRAMES])
+                images, seq_masks = self._render_sequence(frames[start:start + SEQUENCE_FRAMES])
+                out[start:start + SEQUENCE_FRAMES] = images
+                if masks is not None:
+                    masks[start:start + SEQUENCE_FRAMES] = seq_masks
                 if interrupted():
                     raise KeyboardInterrupt
-        return out
+        return out, masks
 
     def render_sequence(self, frames: Sequence[tuple[Pose, int]]) -> np.ndarray:
         """Render (pose, seed) frames as one animation render: uint8 (len(frames), H, W, 3), top row first."""
+        return self._render_sequence(frames)[0]
+
+    def _render_sequence(self, frames: Sequence[tuple[Pose, int]]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Images of ``render_sequence`` and, with object slots, the masks (len(frames), H, W) uint8, top row first."""
         self._ensure_active()
         bl = self._bl
         self._frames = list(frames)
@@ -409,7 +480,25 @@ class BlenderRenderer:
             with Image.open(path) as im:
                 out[i] = np.asarray(im.convert("RGB"), dtype=np.uint8)
             os.unlink(path)
-        return out
+        if not self._slots:
+            return out, None
+        masks = np.stack([self._read_mask(os.path.join(self._tmp, f"mask_index{i + 1:04d}.exr"))
+                          for i in range(len(frames))])
+        return out, masks
+
+    def _read_mask(self, path: str) -> np.ndarray:
+        """One frame's object index pass (the EXR the compositor wrote) as uint8 (H, W), top row first; removed."""
+        img = bpy.data.images.load(path)
+        try:
+            img.colorspace_settings.name = "Non-Color"
+            w, h = img.size
+            px = np.empty(w * h * img.channels, dtype=np.float32)
+            img.pixels.foreach_get(px)
+        finally:
+            bpy.data.images.remove(img)
+            os.unlink(path)
+        index = np.rint(px.reshape(h, w, -1)[::-1, :, 0])
+        return np.clip(index, 0, 255).astype(np.uint8)
 
     def _pose_frame(self, scene: bpy.types.Scene, *_: Any) -> None:
         """Frame handler of ``render_sequence``: frame f (1-based) shows the f-th (pose, seed)."""

@@ -276,6 +276,21 @@ def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float] | ChunkFailur
                                "space, then re-run the same command to resume (finished chunks are kept)")
 
 
+def _rendered(renderer: Any, rows: Samples, seeds: np.ndarray, keep_latents: bool) -> ChunkData:
+    """Rows rendered into a chunk's data: images, and for a scene with object slots the masks, each slot's visible
+    pixel count and presence (from the rows' present latents); latents and classes unless ``keep_latents`` is False
+    (given latents, already in the store)."""
+    from ident3d.render.scene import presence
+
+    images, masks = renderer.render_batch_masks(rows.latents, rows.classes, seeds)
+    latents, classes = (rows.latents, rows.classes) if keep_latents else (None, None)
+    if masks is None:
+        return ChunkData(images, latents, classes)
+    slots = renderer.scene.slots
+    visibility = np.stack([(masks == k + 1).sum(axis=(1, 2)) for k in range(slots)], axis=1).astype(np.int64)
+    return ChunkData(images, latents, classes, masks, visibility, presence(renderer.scene, rows.latents))
+
+
 def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
     """Render and write chunk k (anchors and every view); returns (k, images, seconds)."""
     import zarr
@@ -286,14 +301,12 @@ def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
     start, stop = chunk_bounds(k, job.chunk_size, job.n)
     anchors = _anchors(job, scm, group, start, stop)
     seeds = cycles_seeds(job.seed, anchors.index)
-    images = renderer.render_batch(anchors.latents, anchors.classes, seeds)
-    data = ChunkData(images, None, None) if job.given else ChunkData(images, anchors.latents, anchors.classes)
+    data = _rendered(renderer, anchors, seeds, keep_latents=not job.given)
     views = {}
     for name, change in job.views.items():
         moved = scm.transform(anchors, change, seed=view_seed(job.seed, name))
         own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, anchors.index, stream=name)
-        views[name] = ChunkData(renderer.render_batch(moved.latents, moved.classes, own), moved.latents,
-                                moved.classes)
+        views[name] = _rendered(renderer, moved, own, keep_latents=True)
     hook = None if job.before_commit is None else partial(job.before_commit, k)
     write_chunk(group, k, data, views, before_commit=hook)
     return k, (stop - start) * (1 + len(views)), time.perf_counter() - t0
@@ -306,11 +319,11 @@ def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
 
 
 
-def worker_memory(resolution: int, chunk_size: int, n_views: int) -> int:
+def worker_memory(resolution: int, chunk_size: int, n_views: int, masks: bool = False) -> int:
     """Estimated peak bytes of one render worker: Blender, Cycles' buffers for one image, and the chunk's uint8
-    images (anchors and views) held until they are written."""
+    images (anchors and views) held until they are written, and their masks (``masks``: object slots)."""
     px = resolution * resolution
-    return BASE_WORKER_BYTES + px * BUFFER_BYTES_PER_PX + chunk_size * px * 3 * (1 + n_views)
+    return BASE_WORKER_BYTES + px * BUFFER_BYTES_PER_PX + chunk_size * px * (3 + int(masks)) * (1 + n_views)
 
 
 def check_memory(layout: dict[str, Any], workers: int, available: int | None = None,
@@ -318,7 +331,7 @@ def check_memory(layout: dict[str, Any], workers: int, available: int | None = N
     """Refuse a render whose workers would not fit in memory (:func:`store.memory.check_fits`), with one line saying
     what to lower (``chunk_flags``: the flags that set a chunk's images, e.g. a sequence render's)."""
     res, chunk, views = int(layout["height"]), int(layout["chunk_size"]), len(layout.get("views", []))
-    check_fits(worker_memory(res, chunk, views) * workers,
+    check_fits(worker_memory(res, chunk, views, bool(layout.get("slots"))) * workers,
                f"{workers} worker(s) rendering {res} px images in chunks of {chunk:,} (x{1 + views} with views) need",
                f"lower --resolution, {chunk_flags} or --workers", available)
 

@@ -63,3 +63,15 @@ def object_pixels(scene: Scene, raw: np.ndarray, classes: np.ndarray | None, siz
     classes = np.zeros(len(raw), int) if classes is None else classes
     locs = np.array([pose(scene, row, int(c)).location for row, c in zip(raw, classes, strict=True)])
     return project(scene.camera, locs, size, size)
+
+
+def slot_pixels(scene: Scene, raw: np.ndarray, size: int) -> np.ndarray:
+    """Where each object slot's origin lands (N, K, 2: row, column) in a ``size`` px square render of a scene with
+    object slots, from raw latents (N, D) ordered as ``scene.latent_names``; NaN for absent slots."""
+    out = np.full((len(raw), scene.slots, 2), np.nan)
+    for i, row in enumerate(np.asarray(raw, float)):
+        objects = pose(scene, row.tolist()).objects
+        here = [k for k, o in enumerate(objects) if o.present]
+        if here:
+            out[i, here] = project(scene.camera, np.array([objects[k].location for k in here]), size, size)
+    return out

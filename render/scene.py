@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from ident3d.causal.errors import UserError
@@ -30,6 +31,7 @@ LATENT_NAMES = (
 OBJECT_TARGETS = ("object.x", "object.y", "object.z", "object.rot_x", "object.rot_y", "object.rot_z", "object.hue")
 LIGHT_CHANNELS = ("angle", "hue", "energy")
 GROUND_TARGETS = ("ground.hue",)
+SLOT = "{k}"  # an object slot's index in the names of ObjectSlots' latents
 
 
 class SceneError(UserError):
@@ -139,8 +141,35 @@ class Binding:
 
 
 @dataclass(frozen=True)
+class ObjectSlots:
+    """Up to ``slots`` objects per image (multi-object scenes): slot k shows one class mesh, posed and coloured by its
+    own latents, named from templates with ``{k}``; absent slots are hidden.
+
+    Columns after the scene's shared ``latents``: ``present`` for every slot (> 0.5: the slot holds an object), then
+    slot by slot its ``class_latent`` (the class index) and its ``latents`` (targets ``object.*``, mapped as a
+    one-object scene maps them): the order in which an SCM with object plates samples them (causal/plates.py).
+    Each rendered image also yields masks from Cycles' object index pass (slot k's objects have pass index k + 1).
+    """
+
+    slots: int
+    present: str = "present_{k}"
+    class_latent: str = "obj{k}_class"
+    latents: tuple[Binding, ...] = ()
+
+    def bindings(self) -> tuple[Binding, ...]:
+        """The slots' columns as concrete bindings: targets ``slot.<k>.present|class|x|y|z|rot_x|rot_y|rot_z|hue``."""
+        out = [Binding(self.present.replace(SLOT, str(k)), f"slot.{k}.present") for k in range(self.slots)]
+        for k in range(self.slots):
+            out.append(Binding(self.class_latent.replace(SLOT, str(k)), f"slot.{k}.class"))
+            out += [replace(b, name=b.name.replace(SLOT, str(k)), target=f"slot.{k}.{b.target.split('.', 1)[1]}")
+                    for b in self.latents]
+        return tuple(out)
+
+
+@dataclass(frozen=True)
 class Scene:
-    """A whole scene: shared set-up plus object classes and the latent bindings (column i = latents[i]).
+    """A whole scene: shared set-up plus object classes and the latent bindings (column i = bindings[i]: ``latents``,
+    then the columns of the object slots, if any).
 
     ``extent`` (s) is the default largest bounding-box side of a class's mesh and the unit of ``offset_extent``.
     """
@@ -158,11 +187,22 @@ class Scene:
     view_transform: str = "Standard"
     exposure: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    objects: ObjectSlots | None = None  # None: one object (the sample's class); else object slots
+
+    @property
+    def bindings(self) -> tuple[Binding, ...]:
+        """Every latent column's binding, in order: ``latents``, then the object slots' (none without slots)."""
+        return self.latents + (self.objects.bindings() if self.objects is not None else ())
 
     @property
     def latent_names(self) -> tuple[str, ...]:
         """Latent column names, in order."""
-        return tuple(b.name for b in self.latents)
+        return tuple(b.name for b in self.bindings)
+
+    @property
+    def slots(self) -> int:
+        """Object slots (0: a one-object scene, whose object is the sample's class)."""
+        return 0 if self.objects is None else self.objects.slots
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -170,8 +210,12 @@ class Scene:
         return tuple(c.name for c in self.classes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain, YAML/JSON-serialisable form (what a store records as its scene spec)."""
-        return _plain(asdict(self))
+        """Plain, YAML/JSON-serialisable form (what a store records as its scene spec); a one-object scene's has no
+        ``objects`` key, as before object slots existed (so its stores still resume)."""
+        out = _plain(asdict(self))
+        if self.objects is None:
+            del out["objects"]
+        return out
 
     def with_meshes(self, meshes: Mapping[str, str | Path]) -> Scene:
         """Copy with some classes' meshes replaced by files ({class name: path})."""
@@ -195,8 +239,22 @@ class LightPose:
 
 
 @dataclass(frozen=True)
+class ObjectPose:
+    """Concrete state of one object slot for one sample (hidden when not ``present``)."""
+
+    present: bool
+    class_index: int
+    location: tuple[float, float, float]
+    rotation: tuple[float, float, float]
+    rgb: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
 class Pose:
-    """Concrete Blender values for one sample (what the renderer applies before rendering)."""
+    """Concrete Blender values for one sample (what the renderer applies before rendering).
+
+    A scene with object slots also gives ``objects``, one per slot; the object fields above are then slot 0's (what a
+    light with ``aim: object`` tracks)."""
 
     class_index: int
     location: tuple[float, float, float]
@@ -204,6 +262,7 @@ class Pose:
     object_rgb: tuple[float, float, float]
     ground_rgb: tuple[float, float, float]
     lights: dict[str, LightPose]
+    objects: tuple[ObjectPose, ...] = ()
 
 
 def _plain(x: Any) -> Any:
@@ -376,6 +435,18 @@ def _object_class(data: Mapping[str, Any], what: str) -> ObjectClass:
     return _build(ObjectClass, d, what)
 
 
+def _object_slots(data: Any) -> ObjectSlots | None:
+    """The scene's object slots from YAML (None: a one-object scene)."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise SceneError(f"objects must be a mapping (slots, present, class_latent, latents), got {data!r}")
+    d = dict(data)
+    d["latents"] = tuple(_build(Binding, b, f"objects.latents[{i}]")
+                         for i, b in enumerate(_items(d.get("latents", []), "objects.latents")))
+    return _build(ObjectSlots, d, "objects")
+
+
 def scene_from_dict(data: Mapping[str, Any]) -> Scene:
     """Validate and build a Scene from its plain (YAML) form: every field's type is checked here, so a bad
     scene fails at load time with one line naming the field, never later inside a render worker."""
@@ -399,6 +470,7 @@ def scene_from_dict(data: Mapping[str, Any]) -> Scene:
             view_transform=str(d.pop("view_transform", "Standard")),
             exposure=_number(d.pop("exposure", 0.0), "exposure"),
             extra=dict(_mapping(d.pop("extra", {}), "extra")),
+            objects=_object_slots(d.pop("objects", None)),
         )
     except KeyError as exc:
         raise SceneError(f"scene description lacks {exc.args[0]!r}") from None
@@ -446,6 +518,8 @@ def validate(scene: Scene) -> None:
             raise SceneError(f"light {lt.name}: type {lt.type!r} is not SPOT, AREA, POINT or SUN")
         if lt.aim not in (None, "object", "origin"):
             raise SceneError(f"light {lt.name}: aim {lt.aim!r} is not 'object', 'origin' or null")
+    if scene.objects is not None:
+        _validate_slots(scene)
     names = scene.latent_names
     if len(set(names)) != len(names):
         raise SceneError(f"scene {scene.name}: duplicate latent names {list(names)}")
@@ -460,6 +534,28 @@ def validate(scene: Scene) -> None:
             )
         if b.target.endswith(".angle") and next(lt for lt in scene.lights if lt.name == parts[1]).orbit is None:
             raise SceneError(f"latent {b.name}: light {parts[1]} has no orbit, so it has no angle")
+
+
+def _validate_slots(scene: Scene) -> None:
+    """A scene's object slots: 1..8 slots, every name a template with {k}, slot latents driving object.* only, and
+    no shared latent driving the object (the slots are the objects)."""
+    o = scene.objects
+    assert o is not None
+    if not 1 <= o.slots <= 8:
+        raise SceneError(f"scene {scene.name}: objects.slots must be 1..8, got {o.slots}")
+    for what, name in [("present", o.present), ("class_latent", o.class_latent)] + \
+            [(f"latents[{i}].name", b.name) for i, b in enumerate(o.latents)]:
+        if SLOT not in name:
+            raise SceneError(f"scene {scene.name}: objects.{what} {name!r} must name the slot with {SLOT}, "
+                             "e.g. 'obj{k}_pos_x'")
+    for i, b in enumerate(o.latents):
+        if b.target not in OBJECT_TARGETS:
+            raise SceneError(f"scene {scene.name}: objects.latents[{i}] ({b.name}) targets {b.target!r}, not one of "
+                             f"{OBJECT_TARGETS}")
+    for b in scene.latents:
+        if b.target in OBJECT_TARGETS:
+            raise SceneError(f"scene {scene.name}: latent {b.name} targets {b.target}, but the scene's objects are "
+                             "its slots: bind it under objects.latents")
 
 
 def load_scene(name_or_path: str | Path) -> Scene:
@@ -482,26 +578,34 @@ def load_scene(name_or_path: str | Path) -> Scene:
 
 
 def pose(scene: Scene, raw: Sequence[float], class_index: int = 0, hue_mode: str = "wrap") -> Pose:
-    """Map one row of raw latents (in [-1, 1], ordered as scene.latents) to concrete scene values.
+    """Map one row of raw latents (in [-1, 1], ordered as scene.latent_names) to concrete scene values.
 
     ``hue_mode`` 'wrap' takes hues mod 1; 'original' reproduces the original generator's colours (see hsv_rgb).
+    A scene with object slots takes each slot's class from its class latent (``class_index`` is ignored) and poses
+    slot 0 in the one-object fields.
     """
-    if len(raw) != len(scene.latents):
-        raise SceneError(f"expected {len(scene.latents)} latents {list(scene.latent_names)}, got {len(raw)}")
-    if not 0 <= class_index < len(scene.classes):
-        raise SceneError(f"class index {class_index} out of range 0..{len(scene.classes) - 1}")
+    bindings = scene.bindings
+    if len(raw) != len(bindings):
+        raise SceneError(f"expected {len(bindings)} latents {list(scene.latent_names)}, got {len(raw)}")
     s = scene.extent
     values: dict[str, float] = {}
-    for b, r in zip(scene.latents, raw, strict=True):
+    for b, r in zip(bindings, raw, strict=True):
         values[b.target] = b.scale * float(r) + b.offset + b.offset_extent * s
 
     def get(target: str, default: float = 0.0) -> float:
         return values.get(target, default)
 
-    loc = (get("object.x"), get("object.y"), get("object.z"))
-    rot = (get("object.rot_x"), get("object.rot_y"), get("object.rot_z"))
-    h, sat, val = scene.material.color_hsv
-    object_rgb = hsv_rgb(get("object.hue", h), sat, val, hue_mode)
+    objects = tuple(_object_pose(scene, k, get, hue_mode) for k in range(scene.slots))
+    if objects:
+        class_index, loc, rot, object_rgb = objects[0].class_index, objects[0].location, objects[0].rotation, \
+            objects[0].rgb
+    else:
+        if not 0 <= class_index < len(scene.classes):
+            raise SceneError(f"class index {class_index} out of range 0..{len(scene.classes) - 1}")
+        loc = (get("object.x"), get("object.y"), get("object.z"))
+        rot = (get("object.rot_x"), get("object.rot_y"), get("object.rot_z"))
+        h, sat, val = scene.material.color_hsv
+        object_rgb = hsv_rgb(get("object.hue", h), sat, val, hue_mode)
     h, sat, val = scene.ground.material.color_hsv
     ground_rgb = hsv_rgb(get("ground.hue", h), sat, val, hue_mode)
     lights = {}
@@ -514,4 +618,26 @@ def pose(scene: Scene, raw: Sequence[float], class_index: int = 0, hue_mode: str
         h, sat, val = lt.color_hsv
         rgb = hsv_rgb(get(f"light.{lt.name}.hue", h), sat, val, hue_mode)
         lights[lt.name] = LightPose(location, rgb, get(f"light.{lt.name}.energy", lt.energy))
-    return Pose(class_index, loc, rot, object_rgb, ground_rgb, lights)
+    return Pose(class_index, loc, rot, object_rgb, ground_rgb, lights, objects)
+
+
+def _object_pose(scene: Scene, k: int, get: Any, hue_mode: str) -> ObjectPose:
+    """Slot k's object from the bound values (``get(target, default)``): present, class, place, rotation, colour."""
+    pre = f"slot.{k}."
+    present = get(pre + "present") > 0.5
+    class_index = int(round(get(pre + "class")))
+    if present and not 0 <= class_index < len(scene.classes):
+        raise SceneError(f"object {k}: class index {class_index} out of range 0..{len(scene.classes) - 1}")
+    h, sat, val = scene.material.color_hsv
+    return ObjectPose(present, class_index if present else 0, (get(pre + "x"), get(pre + "y"), get(pre + "z")),
+                      (get(pre + "rot_x"), get(pre + "rot_y"), get(pre + "rot_z")),
+                      hsv_rgb(get(pre + "hue", h), sat, val, hue_mode))
+
+
+def presence(scene: Scene, latents: np.ndarray) -> np.ndarray:
+    """(N, slots) bool: which object slots hold an object in each row of raw latents (N, D), by the present latents."""
+    latents = np.asarray(latents)
+    if scene.objects is None:
+        return np.zeros((len(latents), 0), dtype=bool)
+    cols = [scene.latent_names.index(scene.objects.present.replace(SLOT, str(k))) for k in range(scene.slots)]
+    return latents[:, cols] > 0.5

@@ -22,8 +22,12 @@ from ident3d.store.attrs import FORMAT_VERSION, StoreAttrs
 
 # Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
 DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),
-              "done": ("chunk",)}
+              "done": ("chunk",), "masks": ("sample", "y", "x"), "visibility": ("sample", "object"),
+              "present": ("sample", "object")}
 ROW_ARRAYS = ("images", "latents", "classes")  # per-row arrays of the anchors and of every views/NAME/, in this order
+# per-row arrays of a scene with object slots (attrs.scene_spec has 'objects'), next to each images array: masks
+# (0: background, k + 1: object k, from Cycles' object index pass), visible pixels and presence per slot
+OBJECT_ARRAYS = ("masks", "visibility", "present")
 SEQUENCE_ARRAYS = ("sequence", "time", "interventions")  # per-row arrays of a sequence store (attrs.sequences set)
 
 
@@ -39,8 +43,10 @@ def row_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[tuple[str, bool]]:
     view's images, latents and classes (classes only where the SCM has a class), then a sequence store's
     ``sequence``, ``time`` and ``interventions``. What ``check`` decodes and readers may rely on."""
     out = []
+    slots = bool((attrs.scene_spec or {}).get("objects"))
     for pre in [""] + [f"views/{v}/" for v in view_names(group)]:
         out += [(f"{pre}{name}", name != "classes" or bool(attrs.class_names)) for name in ROW_ARRAYS]
+        out += [(f"{pre}{name}", True) for name in OBJECT_ARRAYS if slots]
     if attrs.sequences:
         out += [(name, True) for name in SEQUENCE_ARRAYS]
     return out
@@ -51,11 +57,16 @@ class ChunkData:
     """One chunk of rendered rows: images (C, H, W, 3) uint8, latents (C, D), classes (C,) or None.
 
     ``latents=None`` leaves the stored latents and classes as they are (given latents, written by the driver).
+    A scene with object slots also gives ``masks`` (C, H, W) uint8, ``visibility`` (C, K) int64 (visible pixels per
+    slot) and ``present`` (C, K) bool; None otherwise.
     """
 
     images: np.ndarray
     latents: np.ndarray | None
     classes: np.ndarray | None
+    masks: np.ndarray | None = None
+    visibility: np.ndarray | None = None
+    present: np.ndarray | None = None
 
 
 def chunk_bounds(k: int, chunk_size: int, n: int) -> tuple[int, int]:
@@ -216,6 +227,14 @@ def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Gro
         if layout["has_classes"]:
             group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64",
                                compressors=_zstd(0), dimension_names=DIMENSIONS["classes"])
+        slots = int(layout.get("slots", 0))
+        if slots:  # a scene with object slots: masks, visible pixels and presence per slot
+            group.create_array(f"{pre}masks", shape=(n, h, w), chunks=(c, h, w), dtype="uint8",
+                               compressors=_zstd(int(layout.get("image_level", IMAGE_LEVEL))),
+                               dimension_names=DIMENSIONS["masks"])
+            for name, dtype in (("visibility", "int64"), ("present", "bool")):
+                group.create_array(f"{pre}{name}", shape=(n, slots), chunks=(c, slots), dtype=dtype,
+                                   compressors=_zstd(0), dimension_names=DIMENSIONS[name])
     for name, spec in dict(layout.get("extra", {})).items():  # per-row arrays, e.g. a sequence's index
         create_extra(group, name, spec, n, c)
     group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
@@ -251,6 +270,10 @@ def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[st
         if data.images.shape[0] != stop - start:
             raise ValueError(f"chunk {k}: expected {stop - start} rows, got {data.images.shape[0]}")
         group[f"{pre}images"][start:stop] = data.images
+        if data.masks is not None:
+            group[f"{pre}masks"][start:stop] = data.masks
+            group[f"{pre}visibility"][start:stop] = data.visibility
+            group[f"{pre}present"][start:stop] = data.present
         if data.latents is None:
             continue
         group[f"{pre}latents"][start:stop] = data.latents
