@@ -61,8 +61,8 @@ def test_generative_study_scores_the_probes_of_each_cell_on_a_dataset_store(tmp_
 
 
 def test_crl_tac_study_scores_its_layers_and_simclrs_oracle(tmp_path):
-    path = tiny("crl_tac_mnist5k.yaml", tmp_path, ["CRL-TAC, 300 steps", "SimCLR, 300 steps"], 8, (96, 90),
-                {"fit": 30, "score": 60, "kernel": False})
+    path = tiny("crl_tac_mnist5k.yaml", tmp_path, ["CRL-TAC, 300 steps", "SimCLR, 300 steps"], 6, (64, 60),
+                {"fit": 20, "score": 40, "kernel": False})
     out = tmp_path / "out"
     table = run_compare(load_config(path), out)["table"]
     tac, simclr = table["CRL-TAC, 300 steps"], table["SimCLR, 300 steps"]
