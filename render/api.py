@@ -271,7 +271,9 @@ def _scm(scm: ScmArg, scene: Scene) -> SCM:
         return scm
     if scm is None:
         if scene.name not in builtin_names():
-            raise UserError(f"scene {scene.name} has no built-in SCM of the same name; give the SCM (name or path)")
+            fits = [n for n in builtin_names() if n.startswith(f"{scene.name}_")]  # e.g. multi3dident_causal
+            raise UserError(f"scene {scene.name} has no built-in SCM of the same name; give the SCM (name or path)"
+                            + (f", e.g. {' or '.join(fits)}" if fits else ""))
         scm = scene.name
     return load_scm(scm)
 

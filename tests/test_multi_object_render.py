@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import tree_digest
+from helpers import run_cli, tree_digest
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
@@ -155,3 +155,11 @@ def test_another_chunk_size_gives_the_same_arrays(store, tmp_path):
     g = zarr.open_group(str(out), mode="r")
     for name in ("images", "latents", "masks", "visibility", "present"):
         assert np.array_equal(g[name][:], store[name]), name
+
+
+def test_the_multi_object_scene_without_an_scm_names_the_ones_that_fit(tmp_path):
+    """`--scene multi3dident` alone: one line naming the two plate SCMs that bind to it, exit 2, nothing written."""
+    r = run_cli("render", "--scene", "multi3dident", "--n", "4", "--resolution", "16", "--samples", "1",
+                "--out", str(tmp_path / "m.zarr"), "--no-progress")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "e.g. multi3dident_causal or multi3dident_independent" in r.stderr and not any(tmp_path.iterdir())
