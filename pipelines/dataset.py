@@ -42,17 +42,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ident3d.ingest.datasets import check_dataset_memory, dataset_source, load_dataset, write_dataset_store
+    from ident3d.ingest.datasets import dataset_store
 
     if args.size is not None and not 8 <= args.size <= 512:
         raise UserError(f"--size must be between 8 and 512, got {args.size}")
     if args.chunk_size < 1:
         raise UserError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    check_dataset_memory(args.name, train=not args.test, size=args.size)
-    ds = load_dataset(args.name, args.root, train=not args.test, download=args.download, size=args.size)
     complete = not args.overwrite and is_complete(args.out)
-    out = write_dataset_store(ds, args.out, args.chunk_size, args.overwrite,
-                              source=dataset_source(ds, "test" if args.test else "train"))
+    ds = dataset_store(args.name, args.out, args.root, train=not args.test, download=args.download, size=args.size,
+                       chunk_size=args.chunk_size, overwrite=args.overwrite)
+    out = str(args.out)
     if complete:
         print(f"{out} is complete ({len(ds.images)} images); nothing to do (--overwrite writes it again)")
         return 0

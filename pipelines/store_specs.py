@@ -106,8 +106,10 @@ def render_args(spec: dict[str, Any], scene: str | None) -> dict[str, Any]:
 def dataset_fields(spec: dict[str, Any], key: str) -> dict[str, Any]:
     """What shapes a dataset store: the dataset, split, digit or image size and row count (not where it is read)."""
     name = spec["dataset"].lower()
-    return {"dataset": name, "split": spec.get("split", key), "size": image_size({**spec, "dataset": name.removesuffix(
-        "_canvas")}), "n": spec.get("n")}
+    from ident3d.ingest.datasets import image_size as dataset_size
+
+    return {"dataset": name, "split": spec.get("split", key), "size": dataset_size(name, spec.get("size")),
+            "n": spec.get("n")}
 
 
 def plan_digest(spec: dict[str, Any], key: str, scene: str | None, head: str) -> str:
@@ -146,17 +148,16 @@ def make_store(spec: dict[str, Any], key: str, scene: str | None, out: Path, sch
 
 
 def _write_dataset(spec: dict[str, Any], key: str, out: Path, progress: bool) -> None:
-    from ident3d.ingest.datasets import _subset, check_dataset_memory, dataset_source, load_dataset, write_dataset_store
+    """Write (or complete) a dataset store: a finished store of the same dataset and settings is kept, a partial one
+    completed, another one refused (``ident3d.ingest.datasets.dataset_store``)."""
+    from ident3d.causal.errors import ParameterError
+    from ident3d.ingest.datasets import dataset_store
 
     split = spec.get("split", key)
-    check_dataset_memory(spec["dataset"], split == "train", spec.get("size"))
-    ds = load_dataset(spec["dataset"], spec.get("root"), split == "train", size=spec.get("size"))
-    if spec.get("n"):
-        if spec["n"] > len(ds.images):
-            raise UserError(f"stores.{key}.n is {spec['n']} but {spec['dataset']} ({split}) has {len(ds.images)} "
-                            "images; lower n")
-        ds = _subset(ds, slice(0, spec["n"]))
     if progress:
-        print(f"writing {out}: {len(ds.images)} images of {spec['dataset']} ({split})", flush=True)
-    # a finished store of the same dataset and settings is kept, a partial one completed, another one refused
-    write_dataset_store(ds, out, chunk_size=256, source=dataset_source(ds, split))
+        print(f"writing {out}: {store_size(spec, key)} images of {spec['dataset']} ({split})", flush=True)
+    try:
+        dataset_store(spec["dataset"], out, spec.get("root"), split == "train", size=spec.get("size"),
+                      first=spec.get("n"))
+    except ParameterError as exc:  # ``first`` is the config's n
+        raise UserError(f"stores.{key}.n {exc.detail}") from None

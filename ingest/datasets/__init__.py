@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ident3d.causal.errors import ParameterError
 from ident3d.ingest.datasets.base import DATASETS, RESIZE_BYTES_PER_VALUE, Dataset, ImageDataset, resize, to_rgb
 from ident3d.ingest.datasets.bundled import MNIST5K_ORIGIN, MNIST5K_TEST, digits, mnist5k, mnist5k_rows, read_mnist5k
 from ident3d.ingest.datasets.canvas import CANVAS_CELLS, DIGITS_TEST, _subset, canvas
@@ -73,6 +74,23 @@ def load_dataset(name: str, root: str | None = None, train: bool = True, downloa
     """A dataset by name (``DATASETS``): ``digits``, ``mnist5k`` and ``digits_canvas`` need nothing; the torchvision
     ones need ``root`` (and ``download`` to fetch); an unknown name is one line naming the choices."""
     return DATASETS.get(name.lower())().load(root, train, download, size)
+
+
+def dataset_store(name: str, out: str | Path, root: str | None = None, train: bool = True, download: bool = False,
+                  size: int | None = None, first: int | None = None, chunk_size: int = 256,
+                  overwrite: bool = False) -> ImageDataset:
+    """Write one split of dataset ``name`` (its ``first`` images; None: all) as a store at ``out``: its memory
+    checked before anything is read, its source recorded (``write_dataset_store`` decides what an existing store
+    becomes); returns the dataset written. What ``ident3d dataset`` and an experiment's dataset store both do."""
+    check_dataset_memory(name, train, size)
+    ds = load_dataset(name, root, train, download, size)
+    if first is not None:
+        if first > len(ds.images):
+            raise ParameterError("first", f"is {first} but {name} ({'train' if train else 'test'}) has "
+                                          f"{len(ds.images)} images; lower it")
+        ds = _subset(ds, slice(0, first))
+    write_dataset_store(ds, out, chunk_size, overwrite, source=dataset_source(ds, "train" if train else "test"))
+    return ds
 
 
 def write_dataset_store(ds: ImageDataset, out: str | Path, chunk_size: int = 256, overwrite: bool = False,
