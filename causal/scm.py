@@ -19,6 +19,7 @@ from scipy.special import ndtri
 from ident3d.causal import rng
 from ident3d.causal.errors import SpecError, check_keys
 from ident3d.causal.mechanisms import Categorical, Mechanism, build_mechanism, trunclaplace_ppf, truncnorm_ppf
+from ident3d.causal.object_scope import restrict, scope_nodes, split_scope
 from ident3d.causal.plates import PLATE_KEYS, Plates, expand_plates
 from ident3d.causal.samples import Samples
 
@@ -196,25 +197,35 @@ class SCM:
         return self.nodes[self.class_node].mechanism.categories if self.class_node else None
 
     def _expand(self, items: Iterable[str], where: str, sets: Mapping[str, list[str]]) -> list[str]:
+        """Nodes of '+'-joined parts, each a node, change set or group, optionally restricted to one object's or the
+        shared nodes by an ``objK:`` / ``shared:`` prefix (causal/object_scope.py)."""
         out: list[str] = []
         for item in items:
             for part in str(item).split("+"):
                 part = part.strip()
-                if part in self.nodes:
-                    found = [part]
-                elif part in sets:
-                    found = sets[part]
-                elif part in self.groups:
-                    found = self.groups[part]
-                else:
-                    known = sorted(set(self.nodes) | set(self.groups) | set(sets))
-                    raise SpecError(f"{where}: unknown node, group or change set '{part}'; "
-                                    f"known: {', '.join(known)}")
+                scope, name = split_scope(part)
+                allowed = None if scope is None else scope_nodes(scope, part, self.plates, self.nodes, self.name,
+                                                                  where)
+                found = self._lookup(name, where, sets)
+                if scope is not None:
+                    found = restrict(found, allowed or set(), scope, part, where)
                 out += [f for f in found if f not in out]
         return out
 
+    def _lookup(self, name: str, where: str, sets: Mapping[str, list[str]]) -> list[str]:
+        """The nodes one name stands for: itself (a node), a change set's or a group's members."""
+        if name in self.nodes:
+            return [name]
+        if name in sets:
+            return sets[name]
+        if name in self.groups:
+            return self.groups[name]
+        known = sorted(set(self.nodes) | set(self.groups) | set(sets))
+        raise SpecError(f"{where}: unknown node, group or change set '{name}'; known: {', '.join(known)}")
+
     def resolve(self, change: str | Sequence[str]) -> list[str]:
-        """Node names of a change set given as nodes, groups or set names (``'positions+hues'``)."""
+        """Node names of a change set given as nodes, groups or set names (``'positions+hues'``); on an SCM with object
+        plates a part may be restricted to one object or the shared nodes (``'obj1:positions+shared:hues'``)."""
         items = [change] if isinstance(change, str) else list(change)
         nodes = self._expand(items, "change", self.change_sets)
         return [n for n in self.nodes if n in nodes]
@@ -291,7 +302,9 @@ class SCM:
         ``conditional: laplace``; categorical nodes are redrawn from their mechanism. Each changed
         node changes with probability ``p_change`` (default: the spec's). ``propagate=False`` keeps every other node
         (the papers' LT); ``True`` recomputes descendants with their abducted noise
-        (a counterfactual). Draws are counter-based on the samples' row ids.
+        (a counterfactual). Draws are counter-based on the samples' row ids. On an SCM with object plates an
+        absent object's nodes are redrawn but stored as 0 again (``_pack``) and presence flags change only if named,
+        so a view of one object (``obj1:positions``) leaves the rows without that object exactly as they were.
         """
         targets = self.resolve(change)
         p_change = self.transform_p_change if p_change is None else p_change

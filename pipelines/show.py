@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ident3d.pipelines.files import check_output, write_atomic
+from ident3d.pipelines.show_masks import legend, object_summary, overlay
 from ident3d.store.attrs import StoreAttrs, read_attrs
 
 
@@ -44,6 +45,9 @@ def summary(group: Any, path: str) -> Table:
     ]
     if view_names(group):
         rows.append(("pairs", "anchor left, views to the right in the grid"))
+    objects = object_summary(group, _done_rows(group, path))
+    if objects:
+        rows.append(("objects", objects))
     for k, v in rows:
         t.add_row(k, escape(str(v)))
     return t
@@ -66,21 +70,27 @@ def mesh_note(attrs: StoreAttrs) -> str:
     return ", ".join(files) + (f"; stand-ins: {', '.join(standins)}" if standins else "")
 
 
+CAPTION_VALUES = 6  # values per caption line: a multi-object store's groups (13 positions) wrap instead of overflowing
+
+
 def _caption(latents: np.ndarray, names: list[str], groups: dict[str, list[str]], cls: str | None) -> str:
-    """A cell's caption: the class name, then each latent group's values."""
+    """A cell's caption: the class name, then each latent group's values (wrapped, so long groups fit the cell)."""
     lines = [cls] if cls else []
     for g, members in groups.items():
         vals = [f"{latents[names.index(m)]:+.2f}" for m in members if m in names]
-        if vals:
-            lines.append(f"{g[:4]} " + " ".join(vals))
+        for start in range(0, len(vals), CAPTION_VALUES):
+            lines.append(f"{g[:4] if start == 0 else '':4} " + " ".join(vals[start:start + CAPTION_VALUES]))
     return "\n".join(lines)
 
 
 def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int | None = None,
-              path: str | None = None) -> Path:
+              path: str | None = None, masks: bool | None = None) -> list[list[tuple[int, int, int, int]]]:
     """Save a grid of (done) images; each cell shows the anchor and its views side by side.
 
-    A damaged chunk among the shown rows is a one-line error naming it (``path``: the store's name in it).
+    ``masks``: draw each image with its object masks blended over it (pipelines/show_masks.py; None: when the store
+    has masks). A damaged chunk among the shown rows is a one-line error naming it (``path``: the store's name in
+    it). Returns each image's pixel box (x0, y0, x1, y1) in the saved PNG, ``boxes[i][j]`` for the i-th shown row and
+    its anchor (j = 0) or view j, so callers can compare cells with the store.
     """
     import matplotlib
 
@@ -102,29 +112,42 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
         np.random.default_rng(seed).choice(rows_done, min(count, rows_done.size), replace=False))
     views = view_names(group)
     prefixes = [""] + [f"views/{v}/" for v in views]
+    masks = "masks" in group if masks is None else masks
     names, groups, class_names = a.latent_names, a.latent_groups, a.class_names
     cols = max(1, cols // len(prefixes)) * len(prefixes)
     per_row = cols // len(prefixes)
     nrows = -(-len(pick) // per_row)
-    fig, axes = plt.subplots(nrows, cols, figsize=(2.0 * cols, 2.6 * nrows), squeeze=False)
+    lines = _caption(np.zeros(len(names)), names, groups, "class" if class_names else None).count("\n") + 1
+    fig, axes = plt.subplots(nrows, cols, figsize=(2.0 * cols, max(2.6, 1.9 + 0.11 * lines) * nrows), squeeze=False,
+                             dpi=130)
     for ax in axes.flat:
         ax.axis("off")
+    cells: list[list[Any]] = []
     for i, row in enumerate(pick):
+        cells.append([])
         for j, pre in enumerate(prefixes):
             ax = axes[i // per_row, (i % per_row) * len(prefixes) + j]
-            ax.imshow(read_rows(group[f"{pre}images"], int(row), path))
+            cells[-1].append(ax)
+            image = read_rows(group[f"{pre}images"], int(row), path)
+            if masks:
+                image = overlay(image, read_rows(group[f"{pre}masks"], int(row), path))
+            ax.imshow(image, interpolation="nearest")
             lat = read_rows(group[f"{pre}latents"], int(row), path)
             cls = class_names[int(read_rows(group[f"{pre}classes"], int(row), path))] if class_names else None
             title = f"#{row}" if not pre else views[j - 1]
             ax.set_title(title, fontsize=7)
             ax.text(0.0, -0.02, _caption(lat, names, groups, cls), transform=ax.transAxes, fontsize=5.5,
                     va="top", family="monospace")
+    key = f"; {legend(group['present'].shape[1])}" if masks else ""
     fig.suptitle(f"{a.scene}: {len(pick)} of {n} images" + (f" with views {', '.join(views)}"
-                                                                         if views else ""), fontsize=9)
+                                                                         if views else "") + key, fontsize=9)
     fig.tight_layout()
+    fig.canvas.draw()
+    height = fig.canvas.get_width_height()[1]
+    boxes = [[_pixel_box(ax, height) for ax in row_axes] for row_axes in cells]
     write_atomic(out, lambda p: fig.savefig(p, dpi=130, format=out.suffix[1:]))
     plt.close(fig)
-    return out
+    return boxes
 
 
 def _done_rows(group: Any, path: str) -> np.ndarray:
@@ -241,6 +264,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "latents (e.g. with and without --meshes-dir), --out saves them side by side: "
                                    "one figure row per store, the same rows in every column.",
                        epilog="examples:\n  ident3d show stores/c3d.zarr --out grid.png --count 16\n"
+                              "  ident3d show stores/multi.zarr --out grid.png --no-masks   # without mask overlays\n"
                               "  ident3d show stores/scans.zarr stores/standins.zarr --out side_by_side.png --count 7",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("store", metavar="STORE", nargs="+", help="one or more stores made by `ident3d render`")
@@ -249,6 +273,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cols", type=int, default=4, help="columns in the grid (default 4)")
     p.add_argument("--seed", type=int, default=None, help="pick random images with this seed "
                                                           "(default: the first ones)")
+    p.add_argument("--masks", action=argparse.BooleanOptionalAction, default=None,
+                   help="blend each object's mask over the grid's images in its slot's colour, background untouched "
+                        "(default: on for stores with masks, i.e. multi-object stores; --no-masks: plain images)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing grid image")
     p.set_defaults(run=run)
 
@@ -262,15 +289,20 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--count and --cols must be positive")
     out = check_output(args.out, (".png", ".pdf", ".svg"), args.overwrite) if args.out else None
     groups = [open_store(path) for path in args.store]
+    first = read_attrs(groups[0], args.store[0])
+    if args.masks and (len(groups) > 1 or first.sequences):
+        raise UserError("--masks draws over one store's grid of images; show a single (non-sequence) store with it")
+    if args.masks and "masks" not in groups[0]:
+        raise UserError(f"--masks: {args.store[0]} has no object masks (multi-object stores have them, e.g. "
+                        "--scene multi3dident); drop --masks")
     for group, path in zip(groups, args.store, strict=True):
         Console(width=140).print(summary(group, path))
-    first = read_attrs(groups[0], args.store[0])
     if out and len(groups) == 1 and first.sequences:  # a sequence store: strips of frames, interventions marked
         from ident3d.pipelines.show_sequences import save_strips
 
         save_strips(groups[0], first, out, count=min(args.count, 6), path=args.store[0])
     elif out and len(groups) == 1:
-        save_grid(groups[0], out, args.count, args.cols, args.seed, path=args.store[0])
+        save_grid(groups[0], out, args.count, args.cols, args.seed, path=args.store[0], masks=args.masks)
     elif out:
         save_side_by_side(groups, args.store, out, args.count, args.seed)
     if out:

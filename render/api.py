@@ -19,6 +19,7 @@ import numpy as np
 
 from ident3d.causal import SCM, Samples, builtin_names, load_scm
 from ident3d.causal.errors import UserError
+from ident3d.causal.object_scope import is_scope
 from ident3d.causal.scm import CONDITIONALS
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.render.driver import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
@@ -164,7 +165,8 @@ def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | No
 
 def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:
     """``"NAME:CHANGESET[,NAME:CHANGESET]"`` (a bare preset like ``"hues"`` names itself) or ``{name: change}``
-    -> {name: changed nodes}."""
+    -> {name: changed nodes}. NAME ends at the first colon, so CHANGESET may hold object prefixes
+    (``moved:obj1:positions``); a NAME that reads as one (``obj1:positions``) is refused, as it would name a view."""
     if not views:
         return {}
     items = views.items() if isinstance(views, Mapping) else [
@@ -173,6 +175,9 @@ def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:
     for name, change in items:
         if not isinstance(name, str) or not name.replace("_", "").replace("+", "").isalnum():
             raise UserError(f"views: bad view name {name!r}; use NAME:CHANGESET, e.g. hues:hues")
+        if not isinstance(views, Mapping) and scm.plates is not None and is_scope(name):
+            raise UserError(f"views: {name}:{change} would name a view {name!r} that changes all {change}; give the "
+                            f"view a name first, NAME:{name}:{change}, e.g. moved:{name}:{change}")
         if name in out:
             raise UserError(f"views: view {name!r} given twice")
         out[name] = scm.resolve(change)

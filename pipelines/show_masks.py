@@ -1,0 +1,47 @@
+"""Object masks in ``ident3d show``: each object slot's pixels blended half-way toward the slot's colour (background
+untouched), so a grid shows which latent slot each object is, and the summary line of a multi-object store (slots,
+objects per image, visible pixels per object)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+ALPHA = 0.5  # how far an object's pixels are blended toward its slot's colour
+# slot k's colour name and RGB, one per slot up to causal.plates.MAX_SLOTS
+SLOT_COLOURS = (("red", (230, 25, 75)), ("blue", (0, 130, 200)), ("yellow", (255, 225, 25)),
+                ("magenta", (240, 50, 230)), ("cyan", (70, 240, 240)), ("orange", (245, 130, 48)),
+                ("green", (60, 180, 75)), ("purple", (145, 30, 180)))
+_RGB = np.array([rgb for _, rgb in SLOT_COLOURS], dtype=np.float64)
+
+
+def overlay(image: np.ndarray, mask: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """``image`` (H, W, 3 uint8) with every pixel of object k (``mask == k + 1``) blended ``alpha`` toward slot k's
+    colour and background pixels (0) as they were: what the grid draws for a store with masks."""
+    out = image.copy()
+    on = mask > 0
+    colours = _RGB[(mask[on].astype(np.int64) - 1) % len(_RGB)]
+    out[on] = np.round((1 - alpha) * image[on] + alpha * colours).astype(np.uint8)
+    return out
+
+
+def legend(slots: int) -> str:
+    """The colours' key for a figure title: ``masks: slot 0 red, 1 blue, ...``."""
+    return "masks: slot " + ", ".join(f"{k} {SLOT_COLOURS[k % len(SLOT_COLOURS)][0]}" for k in range(slots))
+
+
+def object_summary(group: Any, rows: np.ndarray) -> str | None:
+    """A multi-object store's line over its finished ``rows``: slots, mean objects per image and mean visible pixels
+    per present object (overall and per slot); None for a store without ``present``/``visibility``."""
+    if "present" not in group or "visibility" not in group:
+        return None
+    slots = group["present"].shape[1]
+    if rows.size == 0:
+        return f"{slots} slots (no finished rows yet)"
+    present = group["present"][:][rows].astype(bool)
+    visible = group["visibility"][:][rows].astype(np.float64)
+    per_slot = ", ".join(f"{k}: {visible[present[:, k], k].mean():.1f}" if present[:, k].any() else f"{k}: -"
+                         for k in range(slots))
+    return (f"{slots} slots, {present.sum(1).mean():.2f} objects per image, {visible[present].mean():.1f} visible px "
+            f"per object (slot {per_slot})")
