@@ -58,7 +58,10 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
                               "column_latents": {c.title: list(c.latents) for c in cols},
                               "column_marks": col_marks, "layers": {}}
     table = {}
-    layers = ["output", "inner", *(k for k in enc if k not in ("output", "inner", "rows", "latents", "classes"))]
+    # further layers the objective names; an object-centric model's slots and slot masks (3-D) are no layer: the
+    # object metrics read them
+    layers = ["output", "inner", *(k for k in enc if k not in ("output", "inner", "rows", "latents", "classes")
+                                   and enc[k].ndim == 2)]
     for layer in layers:
         z = enc[layer]
         zf, zs, yf, ys = z[:fit_n], z[fit_n:], y[:fit_n], y[fit_n:]

@@ -94,13 +94,31 @@ def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
     return [(row["name"], s, cell_dir(out, row["name"], s)) for row in cfg["rows"] for s in cfg.get("seeds", [0])]
 
 
+def store_keys(cfg: dict[str, Any]) -> list[str]:
+    """The config's stores: train, test, then any further test stores (e.g. ``ood``: a compositional split's unseen
+    combinations), each cell scored on every test store."""
+    extra = [k for k in cfg["stores"] if k not in ("train", "test")] if isinstance(cfg["stores"], dict) else []
+    return ["train", "test", *extra]
+
+
+def extra_test_stores(cfg: dict[str, Any]) -> list[str]:
+    """The further test stores (beyond ``test``): their metrics' columns are prefixed ``KEY:``."""
+    return store_keys(cfg)[2:]
+
+
 def check_stores(cfg: dict[str, Any], where: str) -> None:
     """Each store spec (``ident3d.pipelines.store_specs``) has only known keys and valid values, checked before
-    anything renders; ``plan_stores`` then checks rendered ones with the renderer."""
+    anything renders; ``plan_stores`` then checks rendered ones with the renderer. A further test store's key is a
+    plain name (it prefixes columns) and needs the config's metrics (only they are scored on it)."""
     from ident3d.pipelines.store_specs import check_spec
 
-    for key in ("train", "test"):
+    for key in store_keys(cfg):
+        if not (isinstance(key, str) and key.isidentifier()):
+            raise UserError(f"config {where}: stores key {key!r} must be a plain name (letters, digits, _), e.g. ood")
         check_spec(cfg["stores"].get(key) if isinstance(cfg["stores"], dict) else None, key, where)
+    if extra_test_stores(cfg) and not cfg.get("metrics"):
+        raise UserError(f"config {where}: stores.{extra_test_stores(cfg)[0]} is scored by the config's metrics; "
+                        "add metrics: [...] or drop the store")
 
 
 def check_rows(cfg: dict[str, Any], where: str) -> None:
@@ -202,7 +220,7 @@ def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
     starts an error's line); returns each store's fingerprint digest (what a cell's key records of its data)."""
     from ident3d.pipelines.store_specs import plan_digest
 
-    return {key: plan_digest(cfg["stores"][key], key, cfg.get("scene"), head) for key in ("train", "test")}
+    return {key: plan_digest(cfg["stores"][key], key, cfg.get("scene"), head) for key in store_keys(cfg)}
 
 
 def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store: str = "-") -> Any:
@@ -225,10 +243,11 @@ def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, stores: d
 
 def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
              evaluate: dict[str, Any], da_style: dict[str, Any] | None = None, metrics: tuple[str, ...] = (),
-             progress: bool = False) -> dict[str, Any]:
+             also: dict[str, str] | None = None, progress: bool = False) -> dict[str, Any]:
     """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists (the caller has
     claimed the folder for the cell's settings first, ``ident3d.pipelines.cells.claim_cell``). A cell whose loss
-    diverges gives {"diverged": why} and saves no report, so a re-run retries it."""
+    diverges gives {"diverged": why} and saves no report, so a re-run retries it. ``also``: further test stores
+    ({key: path}) whose metrics the report keeps under ``also``."""
     from ident3d.evaluation.run_report import evaluate_run
     from ident3d.training.run_dir import RunDir
     from ident3d.training.trainer import TrainingDiverged
@@ -251,6 +270,10 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     ev = {**EVAL_DEFAULTS, **evaluate}
     rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style,
                        metrics=metrics)
+    if also:
+        rep["also"] = {key: evaluate_run(str(cell), path, ev["fit"], ev["score"], kernel=ev["kernel"],
+                                         da_style=da_style, metrics=metrics).get("metrics", {})
+                       for key, path in also.items()}
     write_marker(report_path, rep)
     return rep
 
@@ -267,10 +290,15 @@ def cell_values(report: dict[str, Any], layer: str) -> dict[str, float]:
 
 
 def metric_values(report: dict[str, Any], layer: str) -> dict[str, float]:
-    """The report's metrics as table cells (they score the output layer; none for the inner one)."""
+    """The report's metrics as table cells (they score the output layer; none for the inner one), then those of each
+    further test store as ``KEY:NAME/COLUMN``."""
     from ident3d.evaluation.metric_suite import table_values
 
-    return table_values(report.get("metrics") or {}) if layer == "output" else {}
+    if layer != "output":
+        return {}
+    also = {f"{key}:{col}": v for key, scores in (report.get("also") or {}).items()
+            for col, v in table_values(scores).items()}
+    return {**table_values(report.get("metrics") or {}), **also}
 
 
 def table_columns(reports: dict[tuple[str, int], dict[str, Any]], layer: str) -> list[str]:
@@ -297,10 +325,12 @@ def aggregate(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]
 
 
 def metric_columns(cfg: dict[str, Any]) -> frozenset[str]:
-    """The table columns the config's ``metrics`` add (``NAME/COLUMN``): not R^2s, and not paper 000's."""
+    """The table columns the config's ``metrics`` add (``NAME/COLUMN``, and ``KEY:NAME/COLUMN`` for each further test
+    store): not R^2s, and not paper 000's."""
     from ident3d.evaluation.metric_suite import columns
 
-    return frozenset(columns(cfg.get("metrics") or []))
+    cols = columns(cfg.get("metrics") or [])
+    return frozenset([*cols, *(f"{key}:{c}" for key in extra_test_stores(cfg) for c in cols)])
 
 
 def without_metrics(cfg: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
@@ -394,7 +424,7 @@ class Compare(ExperimentKind):
     def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
               progress: bool) -> list[Cell]:
         where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
-        stores = {k: where / "stores" / f"{k}.zarr" for k in ("train", "test")}
+        stores = {k: where / "stores" / f"{k}.zarr" for k in store_keys(cfg)}
         from ident3d.pipelines.store_specs import make_store
 
         digests = plan_stores(cfg)
@@ -412,7 +442,8 @@ class Compare(ExperimentKind):
                 claim_cell(cell, cell_settings(cfg, row, s, digests))
                 cells.append(Cell((row["name"], s), run_cell, (
                     str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
-                    cfg.get("evaluate") or {}, cfg.get("da_style"), tuple(cfg.get("metrics") or ()))))
+                    cfg.get("evaluate") or {}, cfg.get("da_style"), tuple(cfg.get("metrics") or ()),
+                    {k: str(stores[k]) for k in extra_test_stores(cfg)})))
         return cells
 
     def tabulate(self, cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]],

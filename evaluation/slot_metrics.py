@@ -1,0 +1,142 @@
+"""The object-centric metrics in the one registry (issue 35): FG-ARI, per-object R^2 after slot matching, Brady's slot
+identifiability score and Lachapelle's block-MCC, scored from a run whose objective gives slots (``slots``: (N, S, L)
+codes, ``slot_masks``: (N, H, W) each pixel's slot) on a multi-object store (its ``masks``, ``present`` and per-object
+latents). The formulas are in ``ident3d.evaluation.object_metrics``; this module only gathers their inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_base import Metric, ScoringData, register_metric
+
+
+@dataclass(frozen=True)
+class ObjectData:
+    """What an object-centric metric reads, rows in the encoded order (the fit rows, then the score rows)."""
+
+    slots: np.ndarray  # (N, S, L) slot codes
+    slot_masks: np.ndarray  # (N, H, W) int: the slot each pixel belongs to
+    masks: np.ndarray  # (N, H, W) int: 0 background, k + 1 object k
+    present: np.ndarray  # (N, K) bool
+    latents: np.ndarray  # (N, K, D) each object's continuous latents (its class column left out)
+    names: list[str]  # the D latents, as object 0's names
+    fit: np.ndarray  # indices of the fit rows
+    score: np.ndarray  # indices of the score rows
+
+
+def object_columns(scm_spec: dict[str, Any], latent_names: list[str]) -> list[list[int]]:
+    """Per object slot, the store's latent columns of its continuous nodes (its categorical class left out)."""
+    from ident3d.causal import load_scm
+
+    scm = load_scm(scm_spec)
+    if scm.plates is None:
+        raise UserError("needs a multi-object store (an SCM with object plates, e.g. multi3dident_independent)")
+    return [[latent_names.index(n) for n in names if scm.nodes[n].mechanism.categories is None]
+            for names in scm.plates.objects]
+
+
+def object_data(data: ScoringData) -> ObjectData:
+    """The slots of the encoded rows and the store's masks, presence and object latents for the same rows."""
+    import zarr
+
+    from ident3d.store.zarr_io import read_rows
+
+    enc, info = data.encoded or {}, data.store
+    if "slots" not in enc or "slot_masks" not in enc:
+        raise UserError("needs an object-centric run whose model gives slots and their masks (objective "
+                        "slot_attention or additive_ae)")
+    group = zarr.open_group(info.path, mode="r")
+    if "masks" not in group:
+        raise UserError(f"needs a store with object masks; {info.path} has none (render a multi-object scene, "
+                        "e.g. --scene multi3dident)")
+    rows = np.asarray(enc["rows"])
+    cols = object_columns(info.scm, info.latent_names)
+    latents = np.asarray(enc["latents"], float)
+    n_fit = len(data.codes_fit)
+    return ObjectData(slots=np.asarray(enc["slots"], float), slot_masks=np.rint(enc["slot_masks"]).astype(np.int64),
+                      masks=read_rows(group["masks"], slice(None), info.path)[rows].astype(np.int64),
+                      present=read_rows(group["present"], slice(None), info.path)[rows].astype(bool),
+                      latents=np.stack([latents[:, c] for c in cols], axis=1),
+                      names=[info.latent_names[i] for i in cols[0]],
+                      fit=np.arange(n_fit), score=np.arange(n_fit, len(rows)))
+
+
+def matched(d: ObjectData) -> np.ndarray:
+    """(N, K) the slot that segments each object (Hungarian on mask IoU, per image)."""
+    from ident3d.evaluation.object_metrics import match_by_masks
+
+    n_slots = d.slots.shape[1]
+    if n_slots < d.present.shape[1]:
+        raise UserError(f"the run has {n_slots} slots for {d.present.shape[1]} object slots; train with "
+                        f"n_slots >= {d.present.shape[1]}")
+    return match_by_masks(d.masks, d.slot_masks, d.present.shape[1], n_slots)
+
+
+class ObjectMetric(Metric):
+    """Base of the object-centric metrics: they read the run's slots and the store's masks."""
+
+    needs = frozenset({"codes", "store"})
+
+
+@register_metric("fg_ari")
+class FgAri(ObjectMetric):
+    """Foreground ARI of the slot masks against the objects' masks on the score rows (background pixels left out)."""
+
+    columns = ("fg_ari",)
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.object_metrics import fg_ari
+
+        d = object_data(data)
+        return {"fg_ari": fg_ari(d.masks[d.score], d.slot_masks[d.score])}
+
+
+@register_metric("slot_r2")
+class SlotR2(ObjectMetric):
+    """Per-object R^2 of a linear read-out from each object's matched slot (matched by masks), fit on the fit rows
+    and scored on the score rows; the mean and each latent's."""
+
+    columns = ("r2",)
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.object_metrics import slot_r2
+
+        d = object_data(data)
+        r = slot_r2(d.latents, d.slots, matched(d), d.fit, d.score, d.present)
+        return {"r2": r["mean"], "per_latent": dict(zip(d.names, np.round(r["r2"], 4).tolist(), strict=True))}
+
+
+@register_metric("sis")
+class SlotIdentifiability(ObjectMetric):
+    """Brady et al.'s slot identifiability score: matched slot's R^2 minus the best non-matched slot's."""
+
+    columns = ("sis",)
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.object_metrics import slot_identifiability_score
+
+        d = object_data(data)
+        return {"sis": slot_identifiability_score(d.latents, d.slots, matched(d), d.fit, d.score, d.present)}
+
+
+@register_metric("block_mcc")
+class BlockMcc(ObjectMetric):
+    """Block-MCC (Lachapelle et al.): the slots as fixed blocks (their order, not matched per image) Hungarian-matched
+    to the objects, in sample, on the rows (fit and score) where every object slot is present; meaningful for a model
+    whose slot order is fixed (additive_ae), near chance for slot attention's exchangeable slots."""
+
+    columns = ("block_mcc",)
+
+    def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
+        from ident3d.evaluation.object_metrics import block_mcc
+
+        d = object_data(data)
+        rows = np.flatnonzero(d.present.all(axis=1))
+        if len(rows) < 10:
+            raise UserError(f"needs at least 10 images with every object present, got {len(rows)}")
+        n, s, width = d.slots[rows].shape
+        return {"block_mcc": block_mcc(d.latents[rows], d.slots[rows].reshape(n, s * width), [width] * s)}
