@@ -8,6 +8,7 @@ from ident3d.causal.errors import UserError
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
 from ident3d.render.driver import VIEW_SEEDS, RenderReport
+from ident3d.render.placement_rules import support_from_flags
 from ident3d.render.settings import HUE_MODES
 
 
@@ -23,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                "  ident3d render --scene 3dident --n 256 --out stores/3di.zarr --views hues:hues,pos:positions\n"
                "  ident3d render --scene causal3dident --latents my_latents.csv --out stores/mine.zarr\n"
                "  ident3d render --scene causal3dident --n 1000 --out stores/scans.zarr --meshes-dir ~/shapes\n"
+               "  ident3d render --scene multi3dident --scm multi3dident_independent --n 1000 --out stores/m.zarr "
+               "--support-exclude obj0_pos_x=0.2:1,obj1_pos_x=0.2:1\n"
                "  ident3d render --scene causal3dident --n 250000 --out s3://bucket/c3d.zarr "
                "--preset original --scheduler tcp://HOST:8786\n"
                "  ident3d render --scm temporal_causal3dident --sequences 500 --length 8 --resolution 64 "
@@ -74,6 +77,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--view-conditional", metavar="KIND:SCALE",
                    help="p(z~ | z) of the views' changed latents, truncated to their ranges: normal:SCALE or "
                         "laplace:SCALE (paper 001: normal:0.1); default: the SCM's transform (N(z, 1))")
+    p.add_argument("--support-exclude", metavar="NAME=LOW:HIGH[,...]",
+                   help="redraw rows whose listed latents ALL lie in their intervals (hold a corner of latent space "
+                        "out, e.g. obj0_pos_x=0.2:1,obj1_pos_x=0.2:1 for a compositional split)")
+    p.add_argument("--support-only", metavar="NAME=LOW:HIGH[,...]",
+                   help="keep only rows whose listed latents all lie in their intervals (the held-out corner's test "
+                        "store); rows are redrawn until they do")
     p.add_argument("--meshes", nargs="+", metavar="CLASS=PATH",
                    help="your own meshes per class (OBJ/PLY/STL/glTF/.blend); win over --meshes-dir")
     p.add_argument("--meshes-dir", metavar="DIR",
@@ -104,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if args.meshes or args.meshes_dir is not None:
         print(mesh_summary(*scene_with_meshes(args.scene, args.meshes, args.meshes_dir)), flush=True)
     settings = render_settings_args(args)
+    support = support_from_flags(args.support_exclude, args.support_only)
     report = render_store(args.out, scene=args.scene, scm=args.scm, n=args.n, latents=args.latents,
                           settings=settings, preset=args.preset, seed=args.seed, chunk_size=args.chunk_size,
                           views=args.views, meshes=args.meshes, view_seeds=args.view_seeds,
@@ -111,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
                           retries=args.retries, overwrite=args.overwrite,
                           progress=not args.no_progress, connect_timeout=args.connect_timeout,
                           meshes_dir=args.meshes_dir, threads=args.threads,
-                          allow_blender_change=args.allow_blender_change)
+                          allow_blender_change=args.allow_blender_change, support=support)
     return summarize(report)
 
 
@@ -124,6 +134,9 @@ def summarize(report: RenderReport) -> int:
     rate = report.images / report.seconds if report.seconds else 0.0
     print(f"rendered {len(report.rendered)} chunks ({report.images} images) in {report.seconds:.1f} s "
           f"({rate:.1f} img/s); {len(report.skipped)} chunks were already done -> {report.out}")
+    if report.placement_draws:
+        print(f"placement: {1 - report.placed_rows / report.placement_draws:.1%} of {report.placement_draws:,} draws "
+              f"rejected ({report.placement_draws / report.placed_rows:.2f} per row)")
     if report.workers_lost:
         print(f"{report.workers_lost} worker process(es) died during the run (crash or out of memory) and were "
               "replaced; their chunks were retried")
@@ -142,7 +155,8 @@ def render_sequence_args(args: argparse.Namespace) -> RenderReport:
     from ident3d.render.sequences import render_sequences
 
     for flag, value in (("--n", args.n), ("--latents", args.latents), ("--views", args.views),
-                        ("--view-conditional", args.view_conditional)):
+                        ("--view-conditional", args.view_conditional), ("--support-exclude", args.support_exclude),
+                        ("--support-only", args.support_only)):
         if value is not None:
             raise UserError(f"{flag} does not go with --sequences (a sequence store is rendered from the rollout of "
                             "the dynamic --scm); drop it")

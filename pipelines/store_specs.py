@@ -11,7 +11,8 @@ from typing import Any
 
 from ident3d.causal.errors import UserError
 
-IMAGE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional"}
+IMAGE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional", "scm",
+              "support"}
 SEQUENCE_KEYS = {"sequences", "length", "scm", "resolution", "samples", "seed", "preset"}
 DATASET_KEYS = {"dataset", "split", "size", "root", "n"}
 SPLITS = ("train", "test")
@@ -51,6 +52,13 @@ def check_spec(spec: Any, key: str, where: str) -> None:
     for field_ in ("preset", "views", "view_seeds", "view_conditional", "scm"):
         if field_ in spec and spec[field_] is not None and not isinstance(spec[field_], str):
             raise UserError(f"config {where}: stores.{key}.{field_} must be text, got {spec[field_]!r}")
+    if spec.get("support") is not None:  # a support region: {exclude|only: {NAME: [LOW, HIGH]}}, checked in full here
+        from ident3d.render.placement_rules import parse_support
+
+        try:
+            parse_support(spec["support"])
+        except UserError as exc:
+            raise UserError(f"config {where}: stores.{key}.{exc}") from None
 
 
 def _check_dataset(spec: dict[str, Any], key: str, where: str) -> None:
@@ -99,8 +107,10 @@ def render_args(spec: dict[str, Any], scene: str | None) -> dict[str, Any]:
     if spec_kind(spec) == "sequences":
         return {**common, "scm": spec.get("scm", "temporal_causal3dident"), "sequences": spec["sequences"],
                 "length": spec["length"], "scene": scene}
+    scm = {"scm": spec["scm"]} if spec.get("scm") else {}  # else the scene's own SCM
     return {**common, "scene": scene or "causal3dident", "n": spec["n"], "views": spec.get("views") or None,
-            "view_seeds": spec.get("view_seeds", "independent"), "view_conditional": spec.get("view_conditional")}
+            "view_seeds": spec.get("view_seeds", "independent"), "view_conditional": spec.get("view_conditional"),
+            "support": spec.get("support"), **scm}
 
 
 def dataset_fields(spec: dict[str, Any], key: str) -> dict[str, Any]:

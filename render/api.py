@@ -25,6 +25,8 @@ from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.render.driver import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
 from ident3d.render.latents_io import GivenLatents, given_latents
 from ident3d.render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
+from ident3d.render.placement import preflight, render_rules
+from ident3d.render.placement_rules import PlacementRules
 from ident3d.render.scene import Scene, load_scene, scene_from_dict
 from ident3d.render.settings import RenderSettings, render_settings
 from ident3d.store.attrs import StoreAttrs
@@ -39,6 +41,7 @@ SettingsArg = RenderSettings | Mapping[str, Any] | None
 ViewsArg = str | Mapping[str, str | Sequence[str]] | None
 MeshesArg = Mapping[str, str | Path] | Sequence[str] | None
 MeshesDirArg = str | Path | None
+SupportArg = Mapping[str, Mapping[str, Sequence[float]]] | None
 
 
 def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,
@@ -48,7 +51,8 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                  scheduler: str | None = None, retries: int = 2, overwrite: bool = False,
                  progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
                  meshes_dir: MeshesDirArg = None, threads: int | None = None,
-                 view_conditional: str | None = None, allow_blender_change: bool = False) -> RenderReport:
+                 view_conditional: str | None = None, allow_blender_change: bool = False,
+                 support: SupportArg = None) -> RenderReport:
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
     Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local processes (None:
@@ -64,7 +68,8 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
     check_run_args(workers, threads, retries, connect_timeout)
     plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
-                       view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional)
+                       view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional,
+                       support=support)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
                connect_timeout=float(connect_timeout), threads=threads, allow_blender_change=allow_blender_change)
 
@@ -85,7 +90,8 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
                 latents: LatentsArg = None, classes: np.ndarray | None = None, settings: SettingsArg = None,
                 preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
                 meshes: MeshesArg = None, view_seeds: str = "independent",
-                meshes_dir: MeshesDirArg = None, view_conditional: str | None = None) -> RenderPlan:
+                meshes_dir: MeshesDirArg = None, view_conditional: str | None = None,
+                support: SupportArg = None) -> RenderPlan:
     """Validate a render and build its job, store attributes and layout; nothing is written.
 
     ``scene``: a built-in name, a scene YAML path, a ``Scene`` or its dict. ``scm``: name, path, dict or SCM
@@ -99,6 +105,10 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     reuses its anchor's seeds). ``view_conditional``: ``"normal:SCALE"`` or ``"laplace:SCALE"``, the views' p(z~ | z)
     around each changed latent, truncated to its range (default: the SCM's ``transform``, SPEC's N(z, 1)); it is
     written into the store's SCM spec, so resuming with another is refused and LT-NN training pairs use it too.
+    ``support``: a support region, ``{"exclude": {NAME: [LOW, HIGH], ...}}`` (rows with every listed latent inside
+    are redrawn) or ``{"only": {...}}`` (only such rows are kept), added to the scene's placement rules
+    (``ident3d.render.placement``); rows breaking the rules are redrawn, and rules too strict to be kept are refused
+    here. Given latents are rendered as given: the rules are not applied to them (a ``support`` is refused).
     Bad input raises a one-line ``UserError``.
     """
     if n is not None and (not _is_int(n) or n <= 0):
@@ -118,16 +128,35 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     n = len(given) if given is not None else n
     if n is None:
         raise UserError("give n (images to sample) or latents (rows to render)")
+    rules = _placement(the_scene, the_scm, support, given is not None, n, seed, the_views)
     job = RenderJob(out=store_path(out), scene=the_scene.to_dict(), scm=the_scm.spec,
                     settings=the_settings.to_dict(), n=n, seed=seed, chunk_size=chunk_size, views=the_views,
-                    view_seeds=view_seeds, given=given is not None)
+                    view_seeds=view_seeds, given=given is not None,
+                    placement=None if rules is None else rules.to_dict())
     layout = {"n": n, "chunk_size": chunk_size, "height": the_settings.resolution, "width": the_settings.resolution,
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
-              "views": list(the_views), "slots": the_scene.slots}
+              "views": list(the_views), "slots": the_scene.slots, "placement": rules is not None}
     check_memory(layout, workers=1)
     attrs = store_attrs(job, the_scene, the_scm, given, folder.folder if folder else None)
     return RenderPlan(job, attrs, layout,
                       None if given is None else given.latents, None if given is None else given.classes)
+
+
+def _placement(scene: Scene, scm: SCM, support: SupportArg, given: bool, n: int, seed: int,
+               views: dict[str, list[str]]) -> PlacementRules | None:
+    """The placement rules a render applies (the scene's, with ``support``), checked by the preflight before anything
+    is written; None without rules, and for given latents (rendered as given; a ``support`` is then refused)."""
+    if given:
+        if support is not None:
+            raise UserError("a support region selects sampled rows, but given latents are rendered as given; drop "
+                            "the support (--support-exclude / --support-only) or sample the rows (--n)")
+        return None
+    if support is not None and not isinstance(support, Mapping):
+        raise UserError(f"support must be a mapping {{exclude|only: {{NAME: [LOW, HIGH]}}}}, got {support!r}")
+    rules = render_rules(scene, support, scm.names)
+    if rules is not None:
+        preflight(rules, scene, scm, n, seed, views)
+    return rules
 
 
 def check_chunk_memory(settings: SettingsArg, preset: str, chunk_size: int, chunk_flags: str) -> None:
@@ -160,7 +189,7 @@ def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | No
         chunk_size=job.chunk_size, views=job.views, view_seeds=job.view_seeds,
         meshes={c["name"]: c["mesh"] for c in job.scene["classes"]}, mesh_sha256=mesh_hashes(scene),
         meshes_dir=meshes_dir, latents_source="scm" if given is None else given.source,
-        latents_sha256=None if given is None else given.sha256())
+        latents_sha256=None if given is None else given.sha256(), placement=job.placement)
 
 
 def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:

@@ -42,6 +42,8 @@ from ident3d.jobs.cluster import (
     drain,
     workers_lost,
 )
+from ident3d.render.placement import place_rows, placement_seed, take
+from ident3d.render.placement_rules import parse_rules
 from ident3d.render.settings import check_blender
 from ident3d.store.attrs import StoreAttrs, check_blender_resume
 from ident3d.store.memory import check_fits, gb
@@ -85,6 +87,7 @@ class RenderJob:
     views: dict[str, list[str]] = field(default_factory=dict)
     view_seeds: str = "independent"
     given: bool = False  # True: the anchors' latents (and classes) are already in the store; read, don't sample
+    placement: dict[str, Any] | None = None  # the rules rows are redrawn to keep (PlacementRules.to_dict); None: none
     threads: int = 0  # Cycles CPU threads per worker process; 0: $OMP_NUM_THREADS, else the Dask worker's threads
     # called with k after chunk k's arrays are written, before its done flag: where tests inject a worker's death
     # or a full disk (a picklable callable, shipped with the job); None in every real run
@@ -120,6 +123,8 @@ class RenderReport:
     n: int = 0
     n_chunks: int = 0
     workers_lost: int = 0  # worker processes that died during the run (their chunks were retried elsewhere)
+    placed_rows: int = 0  # with placement rules: anchor rows rendered by this run, and the draws they took
+    placement_draws: int = 0
 
     @property
     def ok(self) -> bool:
@@ -291,25 +296,55 @@ def _rendered(renderer: Any, rows: Samples, seeds: np.ndarray, keep_latents: boo
     return ChunkData(images, latents, classes, masks, visibility, presence(renderer.scene, rows.latents))
 
 
-def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float]:
-    """Render and write chunk k (anchors and every view); returns (k, images, seconds)."""
+def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float, int, int]:
+    """Render and write chunk k (anchors and every view); returns (k, images, seconds, rows, draws): with placement
+    rules, the anchor rows and the draws they took (0, 0 without)."""
     import zarr
 
     t0 = time.perf_counter()
     scm, renderer = _scm(job), _renderer(job)
     group = zarr.open_group(job.out, mode="r+")
     start, stop = chunk_bounds(k, job.chunk_size, job.n)
-    anchors = _anchors(job, scm, group, start, stop)
-    seeds = cycles_seeds(job.seed, anchors.index)
-    data = _rendered(renderer, anchors, seeds, keep_latents=not job.given)
+    index = np.arange(start, stop, dtype=np.int64)
+    seeds = cycles_seeds(job.seed, index)
+    if job.placement is None:
+        anchors = _anchors(job, scm, group, start, stop)
+        data = _rendered(renderer, anchors, seeds, keep_latents=not job.given)
+    else:
+        anchors, data = _placed(job, renderer, lambda r, pos: take(
+            scm.sample(stop - start, seed=placement_seed(job.seed, r), start=start), pos), seeds,
+            lambda i: f"row {start + i}")
     views = {}
     for name, change in job.views.items():
-        moved = scm.transform(anchors, change, seed=view_seed(job.seed, name))
-        own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, anchors.index, stream=name)
-        views[name] = _rendered(renderer, moved, own, keep_latents=True)
+        own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, index, stream=name)
+        if job.placement is None:
+            moved = scm.transform(anchors, change, seed=view_seed(job.seed, name))
+            views[name] = _rendered(renderer, moved, own, keep_latents=True)
+            continue
+        _, views[name] = _placed(job, renderer, partial(_view_draw, scm, anchors, change, view_seed(job.seed, name)),
+                                 own, lambda i, name=name: f"view {name} of row {start + i}")
     hook = None if job.before_commit is None else partial(job.before_commit, k)
     write_chunk(group, k, data, views, before_commit=hook)
-    return k, (stop - start) * (1 + len(views)), time.perf_counter() - t0
+    draws = 0 if data.attempts is None else int(data.attempts.sum())
+    return k, (stop - start) * (1 + len(views)), time.perf_counter() - t0, (stop - start) if draws else 0, draws
+
+
+def _placed(job: RenderJob, renderer: Any, draw: Callable[[int, np.ndarray], Samples], seeds: np.ndarray,
+            what: Callable[[int], str]) -> tuple[Samples, ChunkData]:
+    """Rows drawn by ``draw`` (attempt, positions) until they keep the job's placement rules, rendered with their
+    rows' Cycles ``seeds`` (those of the row index, whatever the attempt); their data carries each row's draws."""
+    rules = parse_rules(job.placement)
+    scene = renderer.scene
+    rows, data, attempts = place_rows(
+        len(seeds), draw, lambda rows, pos: _rendered(renderer, rows, seeds[pos], keep_latents=True), rules, scene,
+        int(job.settings["resolution"]) ** 2, what)
+    return rows, replace(data, attempts=attempts)
+
+
+def _view_draw(scm: SCM, anchors: Samples, change: list[str], seed: int, attempt: int, pos: np.ndarray) -> Samples:
+    """Draw ``attempt`` of the view rows ``pos``: the anchors' latent transformation with the view's seed (attempt 0)
+    or a seed derived from it and the attempt, so every latent outside the change set stays the anchor's."""
+    return scm.transform(take(anchors, pos), change, seed=placement_seed(seed, attempt))
 
 
 
@@ -619,8 +654,11 @@ def _record(result: Any, k: int, report: RenderReport, bar: Any) -> None:
         report.failed[k] = f"{type(result).__name__}: {result}".splitlines()[0]
         bar.set_postfix(failed=len(report.failed))
         return
-    _, count, _ = result
+    count = result[1]
     report.rendered.append(k)
     report.images += count
+    if len(result) > 3:  # placement: the anchor rows and their draws
+        report.placed_rows += result[3]
+        report.placement_draws += result[4]
     bar.update(count)
 

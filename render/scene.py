@@ -20,6 +20,7 @@ import yaml
 
 from ident3d.causal.errors import UserError
 from ident3d.render.meshes import BUILTIN_MESHES
+from ident3d.render.placement_rules import PlacementRules, parse_rules
 
 SCENES_DIR = Path(__file__).with_name("scenes")
 BUILTIN_SCENES = tuple(sorted(p.stem for p in SCENES_DIR.glob("*.yaml")))  # a new scene: one YAML file there
@@ -188,6 +189,7 @@ class Scene:
     exposure: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
     objects: ObjectSlots | None = None  # None: one object (the sample's class); else object slots
+    placement: PlacementRules | None = None  # None: rows are rendered as drawn (render/placement.py applies them)
 
     @property
     def bindings(self) -> tuple[Binding, ...]:
@@ -211,10 +213,15 @@ class Scene:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, YAML/JSON-serialisable form (what a store records as its scene spec); a one-object scene's has no
-        ``objects`` key, as before object slots existed (so its stores still resume)."""
+        ``objects`` key, as before object slots existed (so its stores still resume); nor has a scene without placement
+        rules a ``placement`` key."""
         out = _plain(asdict(self))
         if self.objects is None:
             del out["objects"]
+        if self.placement is None:
+            del out["placement"]
+        else:
+            out["placement"] = self.placement.to_dict()
         return out
 
     def with_meshes(self, meshes: Mapping[str, str | Path]) -> Scene:
@@ -447,6 +454,16 @@ def _object_slots(data: Any) -> ObjectSlots | None:
     return _build(ObjectSlots, d, "objects")
 
 
+def _placement(data: Any) -> PlacementRules | None:
+    """The scene's placement rules from YAML (None: none), as a SceneError on a bad key or value."""
+    if data is None:
+        return None
+    try:
+        return parse_rules(data)
+    except UserError as exc:
+        raise SceneError(str(exc)) from None
+
+
 def scene_from_dict(data: Mapping[str, Any]) -> Scene:
     """Validate and build a Scene from its plain (YAML) form: every field's type is checked here, so a bad
     scene fails at load time with one line naming the field, never later inside a render worker."""
@@ -471,6 +488,7 @@ def scene_from_dict(data: Mapping[str, Any]) -> Scene:
             exposure=_number(d.pop("exposure", 0.0), "exposure"),
             extra=dict(_mapping(d.pop("extra", {}), "extra")),
             objects=_object_slots(d.pop("objects", None)),
+            placement=_placement(d.pop("placement", None)),
         )
     except KeyError as exc:
         raise SceneError(f"scene description lacks {exc.args[0]!r}") from None
@@ -520,6 +538,10 @@ def validate(scene: Scene) -> None:
             raise SceneError(f"light {lt.name}: aim {lt.aim!r} is not 'object', 'origin' or null")
     if scene.objects is not None:
         _validate_slots(scene)
+    rules = scene.placement
+    if rules is not None and scene.objects is None and (rules.min_distance > 0 or rules.min_visible > 0):
+        raise SceneError(f"scene {scene.name}: placement min_distance and min_visible need object slots (objects:); "
+                         "a one-object scene takes only placement.support")
     names = scene.latent_names
     if len(set(names)) != len(names):
         raise SceneError(f"scene {scene.name}: duplicate latent names {list(names)}")

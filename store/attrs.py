@@ -51,6 +51,7 @@ class StoreAttrs:
     latents_sha256: str | None = _fp(None)
     label_names: dict[str, list[str]] | None = None  # converted datasets: each label's category names
     sequences: dict[str, Any] | None = _fp(None)  # sequence stores: the dynamic spec, sequences, length, seed
+    placement: dict[str, Any] | None = _fp(None)  # renders with placement rules: the rules its rows keep
     source_format: str | None = None  # imports: the published format, folder, layout and file hashes
     source: str | None = None
     source_layout: dict[str, Any] | None = None
@@ -95,13 +96,14 @@ class StoreAttrs:
     def rendered(cls, scene: str, scene_spec: dict[str, Any], scm: Any, render: dict[str, Any], seed: int, n: int,
                  chunk_size: int, views: dict[str, list[str]], view_seeds: str | None, meshes: dict[str, str],
                  mesh_sha256: dict[str, str] | None, meshes_dir: str | None, latents_source: str,
-                 latents_sha256: str | None, sequences: dict[str, Any] | None = None) -> StoreAttrs:
+                 latents_sha256: str | None, sequences: dict[str, Any] | None = None,
+                 placement: dict[str, Any] | None = None) -> StoreAttrs:
         """A store rendered by Blender from an SCM (or given latents, or a dynamic SCM's rolled-out ``sequences``)
-        and a scene."""
+        and a scene; ``placement``: the rules its rows were drawn to keep (``PlacementRules.to_dict``), None: none."""
         return cls(scene=scene, scene_spec=scene_spec, render=render, seed=seed, n=n, chunk_size=chunk_size,
                    views=views, view_seeds=view_seeds, meshes=meshes, mesh_sha256=mesh_sha256, meshes_dir=meshes_dir,
                    latents_source=latents_source, latents_sha256=latents_sha256, sequences=sequences,
-                   **_scm_fields(scm), **_stamp())
+                   placement=placement, **_scm_fields(scm), **_stamp())
 
     @classmethod
     def imported(cls, fmt: str, folder: str, layout: dict[str, Any], sha256: dict[str, str], scm: Any,
@@ -129,11 +131,13 @@ class StoreAttrs:
                    n=n, chunk_size=chunk_size, latents_source=source, **_stamp())
 
 
-ADDED_LATER = {"sequences": None}  # fingerprint fields added after stores were first made, with their default
+# fingerprint fields added after stores were first made, with their default
+ADDED_LATER = {"sequences": None, "placement": None}
 FINGERPRINT_KEYS = tuple(f.name for f in fields(StoreAttrs) if f.metadata.get("fingerprint"))
 _TYPES: dict[str, type] = {"scene": str, "scene_spec": dict, "scm": dict, "latent_names": list, "n": int,
                            "chunk_size": int, "latent_groups": dict, "class_names": list, "render": dict,
-                           "views": dict, "meshes": dict, "software": dict, "sequences": dict}
+                           "views": dict, "meshes": dict, "software": dict, "sequences": dict,
+                           "placement": dict}
 
 
 def _scm_fields(scm: Any) -> dict[str, Any]:

@@ -23,11 +23,14 @@ from ident3d.store.attrs import FORMAT_VERSION, StoreAttrs
 # Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
 DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),
               "done": ("chunk",), "masks": ("sample", "y", "x"), "visibility": ("sample", "object"),
-              "present": ("sample", "object")}
+              "present": ("sample", "object"), "attempts": ("sample",)}
 ROW_ARRAYS = ("images", "latents", "classes")  # per-row arrays of the anchors and of every views/NAME/, in this order
 # per-row arrays of a scene with object slots (attrs.scene_spec has 'objects'), next to each images array: masks
 # (0: background, k + 1: object k, from Cycles' object index pass), visible pixels and presence per slot
 OBJECT_ARRAYS = ("masks", "visibility", "present")
+# per-row array of a render with placement rules (attrs.placement set), next to each images array: the draws each row
+# took before it kept the rules (1: accepted at once; render/placement.py)
+PLACEMENT_ARRAYS = ("attempts",)
 SEQUENCE_ARRAYS = ("sequence", "time", "interventions")  # per-row arrays of a sequence store (attrs.sequences set)
 
 
@@ -47,6 +50,7 @@ def row_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[tuple[str, bool]]:
     for pre in [""] + [f"views/{v}/" for v in view_names(group)]:
         out += [(f"{pre}{name}", name != "classes" or bool(attrs.class_names)) for name in ROW_ARRAYS]
         out += [(f"{pre}{name}", True) for name in OBJECT_ARRAYS if slots]
+        out += [(f"{pre}{name}", True) for name in PLACEMENT_ARRAYS if attrs.placement]
     if attrs.sequences:
         out += [(name, True) for name in SEQUENCE_ARRAYS]
     return out
@@ -58,7 +62,8 @@ class ChunkData:
 
     ``latents=None`` leaves the stored latents and classes as they are (given latents, written by the driver).
     A scene with object slots also gives ``masks`` (C, H, W) uint8, ``visibility`` (C, K) int64 (visible pixels per
-    slot) and ``present`` (C, K) bool; None otherwise.
+    slot) and ``present`` (C, K) bool; None otherwise. A render with placement rules gives ``attempts`` (C,) int64,
+    each row's draws (1: accepted at once); None otherwise.
     """
 
     images: np.ndarray
@@ -67,6 +72,7 @@ class ChunkData:
     masks: np.ndarray | None = None
     visibility: np.ndarray | None = None
     present: np.ndarray | None = None
+    attempts: np.ndarray | None = None
 
 
 def chunk_bounds(k: int, chunk_size: int, n: int) -> tuple[int, int]:
@@ -179,7 +185,8 @@ def open_store(path: str, mode: str = "r") -> zarr.Group:
 def prepare(path: str, attrs: StoreAttrs, layout: Mapping[str, Any], overwrite: bool) -> zarr.Group:
     """Create the store, or reopen a compatible one to resume; refuse to clobber anything else.
 
-    ``layout``: n, chunk_size, height, width, n_latents, has_classes, views (names).
+    ``layout``: n, chunk_size, height, width, n_latents, has_classes, views (names); optional slots, placement
+    (True: an ``attempts`` array per images array), extra, image_level.
     """
     url = is_url(path)
     if not url:
@@ -235,6 +242,9 @@ def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Gro
             for name, dtype in (("visibility", "int64"), ("present", "bool")):
                 group.create_array(f"{pre}{name}", shape=(n, slots), chunks=(c, slots), dtype=dtype,
                                    compressors=_zstd(0), dimension_names=DIMENSIONS[name])
+        if layout.get("placement"):  # a render with placement rules: each row's draws
+            group.create_array(f"{pre}attempts", shape=(n,), chunks=(c,), dtype="int64", compressors=_zstd(0),
+                               dimension_names=DIMENSIONS["attempts"])
     for name, spec in dict(layout.get("extra", {})).items():  # per-row arrays, e.g. a sequence's index
         create_extra(group, name, spec, n, c)
     group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
@@ -274,6 +284,8 @@ def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[st
             group[f"{pre}masks"][start:stop] = data.masks
             group[f"{pre}visibility"][start:stop] = data.visibility
             group[f"{pre}present"][start:stop] = data.present
+        if data.attempts is not None:
+            group[f"{pre}attempts"][start:stop] = data.attempts
         if data.latents is None:
             continue
         group[f"{pre}latents"][start:stop] = data.latents
