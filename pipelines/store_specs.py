@@ -11,7 +11,8 @@ from typing import Any
 
 from ident3d.causal.errors import UserError
 
-IMAGE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional", "support"}
+IMAGE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional", "scm",
+              "support"}
 SEQUENCE_KEYS = {"sequences", "length", "scm", "resolution", "samples", "seed", "preset"}
 DATASET_KEYS = {"dataset", "split", "size", "root", "n"}
 SPLITS = ("train", "test")
@@ -106,9 +107,10 @@ def render_args(spec: dict[str, Any], scene: str | None) -> dict[str, Any]:
     if spec_kind(spec) == "sequences":
         return {**common, "scm": spec.get("scm", "temporal_causal3dident"), "sequences": spec["sequences"],
                 "length": spec["length"], "scene": scene}
+    scm = {"scm": spec["scm"]} if spec.get("scm") else {}  # else the scene's own SCM
     return {**common, "scene": scene or "causal3dident", "n": spec["n"], "views": spec.get("views") or None,
             "view_seeds": spec.get("view_seeds", "independent"), "view_conditional": spec.get("view_conditional"),
-            "support": spec.get("support")}
+            "support": spec.get("support"), **scm}
 
 
 def dataset_fields(spec: dict[str, Any], key: str) -> dict[str, Any]:
