@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ident3d.pipelines.files import check_output, write_atomic
-from ident3d.pipelines.show_masks import legend, object_summary, overlay
+from ident3d.pipelines.show_masks import legend, object_summary, overlay, placement_line
 from ident3d.store.attrs import StoreAttrs, read_attrs
 
 
@@ -45,9 +45,13 @@ def summary(group: Any, path: str) -> Table:
     ]
     if view_names(group):
         rows.append(("pairs", "anchor left, views to the right in the grid"))
-    objects = object_summary(group, _done_rows(group, path))
+    finished = _done_rows(group, path)
+    objects = object_summary(group, finished)
     if objects:
         rows.append(("objects", objects))
+    placed = placement_line(group, finished, a.scm)
+    if placed:
+        rows.append(("placement", placed))
     for k, v in rows:
         t.add_row(k, escape(str(v)))
     return t

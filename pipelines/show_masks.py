@@ -45,3 +45,25 @@ def object_summary(group: Any, rows: np.ndarray) -> str | None:
                          for k in range(slots))
     return (f"{slots} slots, {present.sum(1).mean():.2f} objects per image, {visible[present].mean():.1f} visible px "
             f"per object (slot {per_slot})")
+
+
+def placement_line(group: Any, rows: np.ndarray, scm_spec: dict) -> str | None:
+    """A store rendered with placement rules: the rejection rate over its finished ``rows``, draws per row, the share
+    of rows with each object count and the largest induced cross-object |r| (``render.placement.placement_summary``);
+    None for a store without ``attempts``."""
+    if "attempts" not in group or rows.size == 0 or "present" not in group:
+        return None
+    from ident3d.causal import load_scm
+    from ident3d.render.placement import placement_summary
+
+    scm = load_scm(scm_spec)
+    if scm.plates is None:
+        return None
+    s = placement_summary(group["latents"][:][rows], group["present"][:][rows], group["attempts"][:][rows],
+                          list(scm.names), scm.plates.objects)
+    counts = ", ".join(f"{k}: {v:.0%}" for k, v in s["object_counts"].items())
+    r = {name: c for name, c in s["correlation"].items() if np.isfinite(c["obj0_obj1"])}
+    worst = max(r, key=lambda name: abs(r[name]["obj0_obj1"]), default=None)
+    corr = f"; largest obj0-obj1 |r| {abs(r[worst]['obj0_obj1']):.2f} ({worst})" if worst else ""
+    return (f"{s['rejection_rate']:.1%} of {s['draws']} draws rejected ({s['mean_attempts']:.2f} per row); objects "
+            f"per image {counts}{corr}")

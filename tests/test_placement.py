@@ -313,3 +313,20 @@ def test_a_store_spec_passes_its_support_into_the_render_and_its_digest():
         check_spec({**spec, "support": {"inside": {"pos_x": [0, 1]}}}, "train", "grid.yaml")
     plain, corner = (plan_digest(s, "train", "causal3dident", "grid.yaml") for s in (spec, held))
     assert plain != corner and plain == plan_digest({**spec, "support": None}, "train", "causal3dident", "grid.yaml")
+
+
+def test_show_reports_the_stores_rejection_rate_and_object_counts(placed, arrays):
+    """`ident3d show`'s placement line: the numbers of placement_summary over the finished rows (the CLI's table
+    holds the same line)."""
+    from ident3d.pipelines.show_masks import placement_line
+    from ident3d.store.attrs import read_attrs
+
+    g = zarr.open_group(str(placed), mode="r")
+    line = placement_line(g, np.arange(len(arrays["attempts"])), read_attrs(g, str(placed)).scm)
+    attempts = arrays["attempts"]
+    rate = 1 - len(attempts) / attempts.sum()
+    assert line.startswith(f"{rate:.1%} of {attempts.sum()} draws rejected ({attempts.mean():.2f} per row)"), line
+    counts = arrays["present"].sum(1)
+    assert f"{int(counts.min())}: {(counts == counts.min()).mean():.0%}" in line
+    r = run_cli("show", str(placed), env={"COLUMNS": "400"})
+    assert r.returncode == 0 and line in r.stdout, r.stdout
