@@ -21,6 +21,7 @@ CASES = {
     "mlp": ("mlp", 5, 0, {"in_dim": 10, "hidden": [32, 16]}, {}),
     "mlp_vae": ("mlp_vae", 6, 28, {"channels": 1, "hidden": [64, 32, 128]}, {}),
     "resnet_vae": ("resnet_vae", 16, 32, {"channels": 1}, {"width": 64}),
+    "slot_cnn": ("slot_cnn", 8, 32, {"width": 8, "strides": [1, 2]}, {"width": 32}),
 }
 NO_DECODER = {"gin": ("gin", 4, 0, {"in_dim": 4, "blocks": 2}, {})}
 

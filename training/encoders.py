@@ -129,4 +129,4 @@ def build_encoder(name: str, out_dim: int, image_size: int, constraint: str = "n
         raise UserError(f"encoder {name}: {exc}") from None
 
 
-from ident3d.training import flows, gen_encoders  # noqa: E402,F401  (register the gin, mlp_vae and resnet_vae encoders)
+from ident3d.training import flows, gen_encoders, slot_encoder  # noqa: E402,F401  (gin, mlp_vae, resnet_vae, slot_cnn)
