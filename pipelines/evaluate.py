@@ -36,10 +36,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default: the recipe's style in `ident3d train --list`, e.g. colour=hues, where the "
                         "store's SCM has it); repeatable")
     p.add_argument("--metrics", metavar="NAMES", action="append",
-                   help="also disentanglement metrics of the output layer, comma-separated (repeatable): dci (Lasso "
-                        "importances), dci_es (explicitness), mig (20 equal-width bins), sap, citris (R^2 diag/sep "
-                        "after matching dimensions to factors), temporal (sequence stores: CITRIS's variable-level "
-                        "R^2 diag/sep under the run's learned assignment, DCI, MIG)")
+                   help="also metrics of the output layer from the one registry, comma-separated (repeatable): dci "
+                        "(Lasso importances), dci_es (explicitness), mig (20 equal-width bins), sap, citris (R^2 "
+                        "diag/sep after matching dimensions to factors), temporal (sequence stores: CITRIS's "
+                        "variable-level R^2 diag/sep under the run's learned assignment, DCI, MIG); labelled stores: "
+                        "probe (linear, MLP, kNN, GMM), recon (reconstruction MSE), crl_tac (paper 002's scores); "
+                        "multi-object stores and slot runs (slot_attention, additive_ae): fg_ari (foreground ARI of "
+                        "the slot masks), slot_r2 (per-object R^2 of the mask-matched slot), sis (slot "
+                        "identifiability score), block_mcc (slots as fixed blocks)")
     p.add_argument("--figure", metavar="PNG", help="CRL-TAC runs: draw test images over their P(T|X) here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     p.set_defaults(run=run)
