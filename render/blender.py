@@ -166,13 +166,16 @@ class BlenderRenderer:
     """Builds ``scene`` once in this process (all class meshes loaded, one shown per sample) and renders latents.
 
     ``threads``: Cycles threads on the CPU (0: ``settings.threads``, else $OMP_NUM_THREADS, else all cores); a GPU
-    device ignores it. A batch renders as frame sequences in one Cycles session with persistent render data (the
-    engine, BVH and denoiser are set up once per sequence, not per image): see ``render_batch``.
+    device ignores it. ``masks=False`` leaves out a multi-object scene's object index pass (what masks cost is
+    measured against that: benchmarks/mask_cost.py). A batch renders as frame sequences in one Cycles session with
+    persistent render data (the engine, BVH and denoiser are set up once per sequence, not per image): see
+    ``render_batch``.
     """
 
     def __init__(self, scene: Scene, settings: RenderSettings | None = None, quiet: bool = True,
-                 threads: int = 0) -> None:
+                 threads: int = 0, masks: bool = True) -> None:
         self.scene = scene
+        self._masks = masks
         self.settings = settings or PRESETS["fast"]
         self.quiet = quiet
         self.threads = int(threads or self.settings.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0))
@@ -231,7 +234,8 @@ class BlenderRenderer:
                 objs.append(obj)
             self._slots.append(objs)
             self._slot_colors.append(color)
-        self._index_pass()
+        if self._masks:
+            self._index_pass()
 
     def _index_pass(self) -> None:
         """Cycles' object index pass (first sample of each pixel: not anti-aliased), written by the compositor as a
@@ -444,7 +448,7 @@ class BlenderRenderer:
                   for i in range(n)]
         res = self.settings.resolution
         out = np.empty((n, res, res, 3), dtype=np.uint8)
-        masks = np.empty((n, res, res), dtype=np.uint8) if self._slots else None
+        masks = np.empty((n, res, res), dtype=np.uint8) if self._slots and self._masks else None
         with _interrupt_between_sequences() as interrupted:
             for start in range(0, n, SEQUENCE_FRAMES):
                 images, seq_masks = self._render_sequence(frames[start:start + SEQUENCE_FRAMES])
@@ -480,7 +484,7 @@ class BlenderRenderer:
             with Image.open(path) as im:
                 out[i] = np.asarray(im.convert("RGB"), dtype=np.uint8)
             os.unlink(path)
-        if not self._slots:
+        if not (self._slots and self._masks):
             return out, None
         masks = np.stack([self._read_mask(os.path.join(self._tmp, f"mask_index{i + 1:04d}.exr"))
                           for i in range(len(frames))])
@@ -516,13 +520,14 @@ class BlenderRenderer:
 
 def build_renderer(
     scene: Scene | Mapping[str, Any] | str, settings: RenderSettings | Mapping[str, Any] | None = None,
-    threads: int = 0,
+    threads: int = 0, masks: bool = True,
 ) -> BlenderRenderer:
-    """A renderer from plain data (as shipped to Dask workers): a Scene, its dict form or a scene name/path."""
+    """A renderer from plain data (as shipped to Dask workers): a Scene, its dict form or a scene name/path;
+    ``masks=False``: no object index pass (see BlenderRenderer)."""
     if isinstance(scene, str):
         scene = load_scene(scene)
     elif not isinstance(scene, Scene):
         scene = scene_from_dict(scene)
     if settings is not None and not isinstance(settings, RenderSettings):
         settings = RenderSettings(**settings)
-    return BlenderRenderer(scene, settings, threads=threads)
+    return BlenderRenderer(scene, settings, threads=threads, masks=masks)

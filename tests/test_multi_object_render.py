@@ -165,3 +165,19 @@ def test_the_multi_object_scene_without_an_scm_names_the_ones_that_fit(tmp_path)
                 "--out", str(tmp_path / "m.zarr"), "--no-progress")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "e.g. multi3dident_causal or multi3dident_independent" in r.stderr and not any(tmp_path.iterdir())
+
+
+def test_the_mask_pass_leaves_the_images_as_they_are():
+    """masks=False (what benchmarks/mask_cost.py times the pass against) renders the same pixels, without masks."""
+    from ident3d.render.blender import build_renderer
+
+    rows = load_scm("multi3dident_independent").sample(3, seed=2)
+    images = {}
+    for masks in (True, False):
+        r = build_renderer("multi3dident", {"resolution": 24, "samples": 2}, masks=masks)
+        try:
+            images[masks], got = r.render_batch_masks(rows.latents, seeds=np.arange(3))
+        finally:
+            r.close()
+        assert (got is not None) == masks
+    assert np.array_equal(images[True], images[False])
