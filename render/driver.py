@@ -421,7 +421,9 @@ def run(plan: RenderPlan, workers: int | None = None, scheduler: str | None = No
     Resuming a store another Blender rendered is refused unless ``allow_blender_change``.
     """
     job = plan.job
-    if scheduler is None:  # local workers need bpy here; a cluster's workers say so themselves (bpy_module)
+    # local workers need bpy here (a cluster's workers say so themselves, bpy_module); a finished store renders
+    # nothing, so it resumes without bpy (a GPU machine trains on stores carried there)
+    if scheduler is None and not finished(job.out):
         check_blender()
     device = str(job.settings.get("device", "cpu"))
     workers = workers or default_workers(int(plan.layout["height"]), device)
@@ -528,6 +530,17 @@ def prepare_store(plan: RenderPlan, overwrite: bool, allow_blender_change: bool 
         except KeyboardInterrupt:
             raise KeyboardInterrupt(_abandon(out, fresh, empty_folder)) from None
     return group, done
+
+
+def finished(out: str) -> bool:
+    """Whether ``out`` is a store every chunk of which is done (False where there is none, or it cannot be read)."""
+    import zarr
+
+    try:
+        group = zarr.open_group(out, mode="r")
+        return "done" in group and bool(read_done(group).all())
+    except (OSError, KeyError, ValueError):
+        return False
 
 
 def read_done(group: Any, between: Callable[[], None] = lambda: None) -> np.ndarray:

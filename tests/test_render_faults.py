@@ -258,3 +258,20 @@ def test_farm_workers_in_another_directory_render_a_relative_out(reference, tmp_
             p.kill()
         for p in procs:
             p.wait()
+
+
+def test_a_finished_store_resumes_without_blender_and_a_new_one_is_refused(reference, tmp_path, monkeypatch):
+    """Where bpy is missing (a GPU machine training on carried stores; forced here), re-running a finished store's
+    command renders nothing and succeeds; a store with chunks left is refused in one line before anything is
+    written."""
+    import importlib.util
+
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bpy" else find(name, *a))
+    before = tree_digest(reference)
+    r = ident3d(*BASE, "--out", str(reference))
+    assert r.returncode == 0, r.stderr
+    assert tree_digest(reference) == before
+    fresh = tmp_path / "fresh.zarr"
+    assert "rendering needs Blender as a Python module" in one_line(ident3d(*BASE, "--out", str(fresh)))
+    assert not fresh.exists()

@@ -4,7 +4,6 @@ wheel), with a time limit that ends its whole process group, its output kept in 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -17,25 +16,6 @@ from pathlib import Path
 # bin/ident3d, and naming the module it points to here would tie the kit to the CLI's layout
 ENTRY = ("import sys; from importlib.metadata import entry_points; sys.argv[0] = 'ident3d'; "
          "sys.exit(entry_points(group='console_scripts')['ident3d'].load()())")
-NO_BPY = '''"""A stand-in for Blender's module on a machine without it (the GPU image has no bpy): rendering checks only
-that a module of this name exists, and a complete carried store is never rendered into, so an experiment whose stores
-came in the pack runs. Importing it means a store was not complete: carry it whole."""
-raise ImportError("this machine has no Blender (bpy): a store of this experiment is not complete; render it where "
-                  "bpy is and carry it in the pack (pack.py --data NAME=STORE)")
-'''
-
-
-def no_bpy_path(work: Path) -> Path | None:
-    """The folder of the bpy stand-in where this Python has no bpy (None where it has one): training on carried
-    stores goes through the render step's "is Blender here" check, which a complete store never needs."""
-    if importlib.util.find_spec("bpy") is not None:
-        return None
-    folder = work / "nobpy"
-    (folder / "bpy").mkdir(parents=True, exist_ok=True)
-    (folder / "bpy" / "__init__.py").write_text(NO_BPY)
-    return folder
-
-
 def child_env(paths: Sequence[Path]) -> dict[str, str]:
     """This process's environment with ``paths`` first on PYTHONPATH and unbuffered output."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")

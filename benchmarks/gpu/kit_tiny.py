@@ -4,11 +4,12 @@ are those two, so its experiment trains on them as it would on carried paper-sca
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
-from kit_cli import no_bpy_path, run_ident3d, tail
+from kit_cli import run_ident3d, tail
 from kit_pack_format import KitError
 
 STEM = "tiny"  # the config's file stem: its stores travel as data tiny.train and tiny.test
@@ -36,7 +37,7 @@ def tiny_stores(work: Path) -> dict[str, Path]:
     for key, args in RENDER.items():
         store, done = folder / f"{key}.zarr", folder / f"{key}.done"
         if not done.is_file():
-            if no_bpy_path(work) is not None:
+            if importlib.util.find_spec("bpy") is None:
                 raise KitError("the tiny stores are rendered with Blender (bpy), which this Python lacks: build the "
                                "pack with pack.py --tiny-data where bpy is and pass it with --pack")
             log = folder / f"render_{key}.log"

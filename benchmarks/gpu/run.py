@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -118,8 +119,6 @@ def install(pack: Path, manifest: dict[str, Any], work: Path, upgrade: list[str]
             data: list[str]) -> tuple[list[Path], dict[str, Any]]:
     """Check the pack for what the jobs need, install the wheels this Python lacks and put them first on sys.path;
     returns the paths a child process needs first and what was done."""
-    from kit_cli import no_bpy_path
-
     site = work / "site"
     need, done = wheels_to_install(manifest, site, upgrade)
     check_parts(pack, manifest, [*need, *(p for name in data for p in data_parts(manifest, name))])
@@ -135,12 +134,11 @@ def install(pack: Path, manifest: dict[str, Any], work: Path, upgrade: list[str]
         except Exception as exc:  # noqa: BLE001 - any failure of an installed module is said in one line
             raise KitError(f"import {part['module']} fails after installing {part['path']}: "
                            f"{type(exc).__name__}: {exc}") from None
-    stand_in = no_bpy_path(work)
-    import ident3d
+    import ident3d  # a finished carried store resumes without bpy (the render driver checks bpy only to render)
 
-    return [*paths, *([stand_in] if stand_in else [])], {
+    return paths, {
         "installed": [p["path"] for p in need], "already_installed": [p["path"] for p in done], "how": how,
-        "ident3d_from": str(Path(ident3d.__file__).parent), "bpy_stand_in": stand_in is not None}
+        "ident3d_from": str(Path(ident3d.__file__).parent)}
 
 
 def throughput_data(args: argparse.Namespace, manifest: dict[str, Any], pack: Path) -> list[str]:
@@ -211,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
     tp_stores = {name: unpack(name, work / "data" / f"{name}.zarr") for name in tp_names}
     for store in tp_stores.values():
         store_view(store)
-    plans = [plan(c, manifest, can_render=not setup["bpy_stand_in"]) for c in configs] if "experiment" in jobs else []
+    can_render = importlib.util.find_spec("bpy") is not None
+    plans = [plan(c, manifest, can_render=can_render) for c in configs] if "experiment" in jobs else []
     common = {"device": args.device, "device_name": device_name(args.device), "torch": torch.__version__,
               "numpy": np.__version__, "python": platform.python_version(),
               "command": "python " + shlex.join(sys.argv), "ident3d_commit": manifest["ident3d_commit"],
