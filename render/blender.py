@@ -255,32 +255,37 @@ class BlenderRenderer:
         self._bl.render.use_compositing = True
 
     def _configure(self) -> None:
-        """Cycles, resolution, samples, denoiser, bounces, threads, device, colour management, output file."""
+        """Cycles, resolution, samples, sampling knobs, denoiser, bounces, threads, device, colour management, output
+        file."""
         s, sc = self.settings, self._bl
         sc.render.engine = "CYCLES"
         cy = sc.cycles
         self.device = select_device(s.device)
         cy.device = self.device
         cy.samples = s.samples
-        cy.use_adaptive_sampling = False  # fixed sample count, like the original
-        cy.use_light_tree = False  # the original's lights are sampled without the (Blender 3.5+) light tree
+        cy.use_adaptive_sampling = s.adaptive_sampling  # default off: a fixed sample count, like the original
+        cy.adaptive_threshold = s.adaptive_threshold  # these two only act with adaptive sampling on
+        cy.adaptive_min_samples = s.adaptive_min_samples
+        cy.use_light_tree = s.light_tree  # default off: the original's lights are sampled without the light tree
         # Blender 5.0's default. 5.3's default (AUTOMATIC, blue noise) put every image as far from the original
         # renders as another Cycles seed is (benchmarks/fidelity_3dident.py: 46.7 dB PSNR, silhouette IoU 0.981);
         # with this pattern 5.3 gives 5.0's 65.5 dB and 0.999 (results/fidelity_3dident_bpy53.json)
         cy.sampling_pattern = "TABULATED_SOBOL"
         cy.pixel_filter_type = "BLACKMAN_HARRIS"  # the original's pixel filter
-        cy.filter_width = 1.5
+        cy.filter_width = s.filter_width  # default 1.5 px, the original's
         cy.sample_clamp_direct = 0.0  # no clamping
         cy.sample_clamp_indirect = 0.0
         cy.use_denoising = s.denoise
         cy.denoiser = "OPENIMAGEDENOISE"
         cy.denoising_prefilter = s.denoise_prefilter
-        cy.denoising_quality = "HIGH"
+        cy.denoising_quality = s.denoise_quality
         cy.denoising_use_gpu = self.device == "GPU"
         cy.max_bounces = s.max_bounces
         for key in ("diffuse_bounces", "glossy_bounces", "transmission_bounces", "volume_bounces"):
             setattr(cy, key, min(getattr(cy, key), s.max_bounces))
         cy.use_animated_seed = False
+        cy.use_auto_tile = True  # Blender's default; the default 2048 px tile holds any image we render whole
+        cy.tile_size = s.tile_size
         r = sc.render
         r.resolution_x = r.resolution_y = s.resolution
         r.resolution_percentage = 100
