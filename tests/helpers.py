@@ -17,6 +17,18 @@ def tree_digest(path) -> str:
     return h.hexdigest()
 
 
+def store_bytes(path) -> dict[str, str]:
+    """Digest of every array folder of a store (the root zarr.json holds the creation time, so it is left out)."""
+    return {d.name: tree_digest(d) for d in sorted(Path(path).iterdir()) if d.is_dir()}
+
+
+def multi3dident_without_rules() -> dict:
+    """The multi3dident scene with its placement rules removed: rows as the SCM draws them (objects overlap freely)."""
+    from ident3d.render.scene import load_scene
+
+    return {k: v for k, v in load_scene("multi3dident").to_dict().items() if k != "placement"}
+
+
 def render_tiny_store(out):
     """The 96-image, 32 px Causal3DIdent store (with a `hues` LT view) that training tests train on."""
     from ident3d.render import render_store

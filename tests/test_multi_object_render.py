@@ -5,12 +5,11 @@ rows were split over workers or resumed."""
 
 import itertools
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
-from helpers import run_cli, tree_digest
+from helpers import run_cli, store_bytes
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
@@ -25,12 +24,6 @@ ARGS = {"scene": "multi3dident", "scm": "multi3dident_independent", "n": 12, "ch
         "settings": {"resolution": SIZE, "samples": 4}, "views": "pos:positions", "progress": False}
 MIN_VISIBLE = 20  # px of 32 x 32: objects seen well enough for their mask centroid to locate them
 NEAR = 5.0  # px: a well-seen object's mask centroid lies this close to where its latents put its origin
-
-
-def store_bytes(path):
-    """Digest of every array's files (the root zarr.json holds the creation time, so it is left out)."""
-    root = Path(path)
-    return {d.name: tree_digest(d) for d in sorted(root.iterdir()) if d.is_dir()}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ default), every pixel where the anchor's and the view's masks differ is object 1
 import numpy as np
 import pytest
 import zarr
-from helpers import run_cli
+from helpers import multi3dident_without_rules, run_cli
 from PIL import Image
 
 import ident3d
@@ -21,7 +21,6 @@ from ident3d.metrics import style_of
 from ident3d.pipelines.show import save_grid
 from ident3d.pipelines.show_masks import overlay
 from ident3d.render import parse_views, render_store
-from ident3d.render.scene import load_scene
 from ident3d.store.zarr_io import open_store, view_names
 
 SCM = "multi3dident_independent"
@@ -104,8 +103,7 @@ def test_view_names_end_at_the_first_colon(tmp_path):
 # ----- a real render --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    scene = load_scene("multi3dident").to_dict()
-    scene.pop("placement", None)  # rows as drawn: a placement rule's redraw would move more than object 1
+    scene = multi3dident_without_rules()  # rows as drawn: a placement rule's redraw would move more than object 1
     out = tmp_path_factory.mktemp("objviews") / "views.zarr"
     assert render_store(out, scene=scene, scm=SCM, n=N, chunk_size=3, seed=0, workers=1, progress=False,
                         settings={"resolution": SIZE, "samples": 4}, views="moved:obj1:positions,all:positions").ok

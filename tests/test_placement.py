@@ -5,13 +5,12 @@ is written, and placement_summary's numbers are those numpy gives by hand. Real 
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 import zarr
-from helpers import run_cli, tree_digest
+from helpers import multi3dident_without_rules, run_cli, store_bytes
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
@@ -35,11 +34,6 @@ ARGS = {"scene": "multi3dident", "scm": "multi3dident_independent", "n": 12, "ch
 CORNER = {"obj0_pos_x": [0.2, 1.0], "obj1_pos_x": [0.2, 1.0]}
 
 
-def store_bytes(path):
-    """Digest of every array's files (the root zarr.json holds the creation time, so it is left out)."""
-    return {d.name: tree_digest(d) for d in sorted(Path(path).iterdir()) if d.is_dir()}
-
-
 def centres_by_hand(latents, names):
     """(N, 4, 3) object centres from the scene YAML's bindings (x, y: 3 raw; z: 3 raw + 2.221), NaN when absent."""
     col = {n: j for j, n in enumerate(names)}
@@ -55,13 +49,6 @@ def min_gap(latents, names):
     d = np.linalg.norm(c[:, :, None] - c[:, None], axis=-1)
     d[:, np.arange(4), np.arange(4)] = np.inf
     return np.nanmin(np.where(np.isnan(d), np.inf, d), axis=(1, 2))
-
-
-def without_rules():
-    """The multi3dident scene with its placement rules removed (objects overlap freely, as before the rules)."""
-    data = load_scene("multi3dident").to_dict()
-    del data["placement"]
-    return data
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +84,7 @@ def test_without_the_rules_the_same_seed_hides_objects_and_packs_them_close(tmp_
     """The checks above can fail: without rules, seed 0's rows have objects under 6 px (some fully hidden) and
     objects closer than 2.5."""
     out = tmp_path / "free.zarr"
-    assert render_store(out, workers=1, **{**ARGS, "scene": without_rules(), "views": None}).ok
+    assert render_store(out, workers=1, **{**ARGS, "scene": multi3dident_without_rules(), "views": None}).ok
     g = zarr.open_group(str(out), mode="r")
     vis, present = g["visibility"][:], g["present"][:]
     assert (vis[present] < NEED).sum() >= 2 and (vis[present] == 0).any()

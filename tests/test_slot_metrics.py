@@ -6,13 +6,13 @@ images do not."""
 import numpy as np
 import pytest
 import zarr
+from helpers import multi3dident_without_rules
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.metric_base import METRICS, ScoringData
 from ident3d.evaluation.metric_suite import score
 from ident3d.evaluation.slot_metrics import object_columns
 from ident3d.render import render_store
-from ident3d.render.scene import load_scene
 from ident3d.store.info import store_info
 
 N, FIT, SLOTS, WIDTH = 48, 24, 5, 9
@@ -22,8 +22,7 @@ N, FIT, SLOTS, WIDTH = 48, 24, 5, 9
 def store(tmp_path_factory):
     out = tmp_path_factory.mktemp("slots") / "multi.zarr"
     # the scene without its placement rules: rejection keeps few 4-object rows, and block_mcc needs 10 with every object
-    scene = {k: v for k, v in load_scene("multi3dident").to_dict().items() if k != "placement"}
-    assert render_store(out, scene=scene, scm="multi3dident_independent", n=N, seed=4, chunk_size=24,
+    assert render_store(out, scene=multi3dident_without_rules(), scm="multi3dident_independent", n=N, seed=4, chunk_size=24,
                         settings={"resolution": 32, "samples": 2}, progress=False, workers=1).ok
     return store_info(str(out))
 
