@@ -6,6 +6,7 @@ latents). The formulas are in ``ident3d.evaluation.object_metrics``; this module
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,17 @@ class ObjectData:
     fit: np.ndarray  # indices of the fit rows
     score: np.ndarray  # indices of the score rows
 
+    @cached_property
+    def matched(self) -> np.ndarray:
+        """(N, K) the slot that segments each object (Hungarian on mask IoU, per image); computed once."""
+        from ident3d.evaluation.object_metrics import match_by_masks
+
+        n_slots = self.slots.shape[1]
+        if n_slots < self.present.shape[1]:
+            raise UserError(f"the run has {n_slots} slots for {self.present.shape[1]} object slots; train with "
+                            f"n_slots >= {self.present.shape[1]}")
+        return match_by_masks(self.masks, self.slot_masks, self.present.shape[1], n_slots)
+
 
 def object_columns(scm_spec: dict[str, Any], latent_names: list[str]) -> list[list[int]]:
     """Per object slot, the store's latent columns of its continuous nodes (its categorical class left out)."""
@@ -39,8 +51,21 @@ def object_columns(scm_spec: dict[str, Any], latent_names: list[str]) -> list[li
             for names in scm.plates.objects]
 
 
+_GATHERED: list[tuple[ScoringData, ObjectData]] = []  # the last call's: every object metric of one score() reads it
+
+
 def object_data(data: ScoringData) -> ObjectData:
-    """The slots of the encoded rows and the store's masks, presence and object latents for the same rows."""
+    """The slots of the encoded rows and the store's masks, presence and object latents for the same rows; gathered
+    once per ``data`` (the metrics of one ``score`` call share it)."""
+    if _GATHERED and _GATHERED[0][0] is data:
+        return _GATHERED[0][1]
+    gathered = _gather(data)
+    _GATHERED[:] = [(data, gathered)]
+    return gathered
+
+
+def _gather(data: ScoringData) -> ObjectData:
+    """``object_data`` read from the encodings and the store."""
     import zarr
 
     from ident3d.store.zarr_io import read_rows
@@ -63,17 +88,6 @@ def object_data(data: ScoringData) -> ObjectData:
                       latents=np.stack([latents[:, c] for c in cols], axis=1),
                       names=[info.latent_names[i] for i in cols[0]],
                       fit=np.arange(n_fit), score=np.arange(n_fit, len(rows)))
-
-
-def matched(d: ObjectData) -> np.ndarray:
-    """(N, K) the slot that segments each object (Hungarian on mask IoU, per image)."""
-    from ident3d.evaluation.object_metrics import match_by_masks
-
-    n_slots = d.slots.shape[1]
-    if n_slots < d.present.shape[1]:
-        raise UserError(f"the run has {n_slots} slots for {d.present.shape[1]} object slots; train with "
-                        f"n_slots >= {d.present.shape[1]}")
-    return match_by_masks(d.masks, d.slot_masks, d.present.shape[1], n_slots)
 
 
 class ObjectMetric(Metric):
@@ -106,7 +120,7 @@ class SlotR2(ObjectMetric):
         from ident3d.evaluation.object_metrics import slot_r2
 
         d = object_data(data)
-        r = slot_r2(d.latents, d.slots, matched(d), d.fit, d.score, d.present)
+        r = slot_r2(d.latents, d.slots, d.matched, d.fit, d.score, d.present)
         return {"r2": r["mean"], "per_latent": dict(zip(d.names, np.round(r["r2"], 4).tolist(), strict=True))}
 
 
@@ -120,7 +134,7 @@ class SlotIdentifiability(ObjectMetric):
         from ident3d.evaluation.object_metrics import slot_identifiability_score
 
         d = object_data(data)
-        return {"sis": slot_identifiability_score(d.latents, d.slots, matched(d), d.fit, d.score, d.present)}
+        return {"sis": slot_identifiability_score(d.latents, d.slots, d.matched, d.fit, d.score, d.present)}
 
 
 @register_metric("block_mcc")
