@@ -62,13 +62,20 @@ def add_row(readme: Path, row: str) -> None:
     readme.write_text("\n".join([*lines[:start], *table, *lines[end:]]) + "\n")
 
 
-def record(files: Path, results_dir: Path) -> list[Path]:
-    """File every job of ``files/results.json`` under ``results_dir`` and add its README row; returns the folders."""
+def record(files: Path, results_dir: Path, only: list[str] | None = None) -> list[Path]:
+    """File every job of ``files/results.json`` (or those in ``only``, e.g. an experiment cut off by the budget and
+    finished by the next call is filed from that call) under ``results_dir`` and add its README row; returns the
+    folders."""
     try:
         results = json.loads((files / "results.json").read_text())
         jobs, date = results["jobs"], results["started"][:10]
     except (OSError, ValueError, KeyError) as exc:
         raise RecordError(f"{files}: no readable results.json of run.py ({exc})") from None
+    if only:
+        missing = sorted(set(only) - set(jobs))
+        if missing:
+            raise RecordError(f"{files}/results.json has no job {', '.join(missing)} (it has: {', '.join(jobs)})")
+        jobs = {job: entry for job, entry in jobs.items() if job in only}
     if not jobs:
         raise RecordError(f"{files}/results.json has no finished job")
     folders = []
@@ -92,9 +99,10 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", type=Path, help="the folder holding run.py's results.json (the device call's --out)")
     ap.add_argument("--results-dir", type=Path, default=ROOT / "results" / "gpu", help="default: results/gpu")
+    ap.add_argument("--job", action="append", help="file only this job (repeatable; default: every job)")
     args = ap.parse_args(argv)
     try:
-        folders = record(args.files, args.results_dir)
+        folders = record(args.files, args.results_dir, args.job)
     except RecordError as exc:
         print(f"record.py: error: {exc}", file=sys.stderr)
         return 2
