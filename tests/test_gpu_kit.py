@@ -222,8 +222,10 @@ def test_estimate_reads_a_runs_results_and_a_paper_config(tiny, capsys):
 
 def test_record_files_each_job_and_adds_its_row(tiny, tmp_path):
     _, out, _ = tiny
-    shutil.copy(ROOT / "results" / "gpu" / "README.md", tmp_path / "README.md")
-    assert record.EMPTY in (tmp_path / "README.md").read_text()
+    (tmp_path / "README.md").write_text(f"# windows\n\n{record.HEADER}\n|---|---|---|---|---|---|---|\n"
+                                        f"| - | - | - | {record.EMPTY} | - | - | - |\n\n## notes\n")
+    with pytest.raises(record.RecordError, match="has no job render"):
+        record.record(out, tmp_path, ["render"])
     folders = record.record(out, tmp_path)
     assert [f.name.split("_", 1)[1] for f in folders] == ["throughput", "experiment"]
     assert (folders[1] / "experiment_tiny_table.md").is_file()
@@ -233,3 +235,7 @@ def test_record_files_each_job_and_adds_its_row(tiny, tmp_path):
     again = record.record(out, tmp_path)
     assert [f.name.endswith("_2") for f in again] == [True, True]
     assert (tmp_path / "README.md").read_text().count("| cpu (") == 4
+    only = record.record(out, tmp_path, ["experiment"])
+    assert [f.name for f in only] == [f"{folders[1].name}_3"]
+    text = (tmp_path / "README.md").read_text()
+    assert text.count("| cpu (") == 5 and text.endswith("\n## notes\n")

@@ -112,7 +112,8 @@ def dataset_store(name: str, out: str | Path, root: str | None = None, train: bo
     """Write one split of dataset ``name`` (its ``first`` images; None: all) as a store at ``out``: its memory
     checked before anything is read, its source recorded (``write_dataset_store`` decides what an existing store
     becomes); returns the dataset written, or None where ``out`` held it complete already (kept as it is, the
-    dataset not read: :func:`finished_dataset_store`). What ``ident3d dataset`` and an experiment's dataset store both do."""
+    dataset not read: :func:`finished_dataset_store`). What ``ident3d dataset`` and an experiment's dataset store
+    both do."""
     check_dataset_memory(name, train, size)
     if not overwrite and finished_dataset_store(name, out, train, size, first, chunk_size):
         return None
