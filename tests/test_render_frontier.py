@@ -110,3 +110,9 @@ def test_derive_fast_picks_the_fastest_point_no_worse_than_fast():
     assert got[128]["samples"] == 16  # nothing faster is as good: today's fast
     assert rf.pareto(results["resolutions"]["64"]["points"][1:]) == [
         "cheap, worse", "better SSIM, lower PSNR", "better, slow"]
+    # faster only within the timing noise (one of its repeats as slow as fast's fastest): today's fast stays
+    results["resolutions"]["64"]["points"][1]["runs_ms_per_img"] = [50.0, 52.0]
+    results["resolutions"]["64"]["points"][4]["runs_ms_per_img"] = [30.0, 50.0]
+    assert rf.derive_fast(results)[64]["samples"] == 12  # the next pick, faster in every repeat
+    results["resolutions"]["64"]["points"][5]["runs_ms_per_img"] = [40.0, 51.0]
+    assert rf.derive_fast(results)[64]["samples"] == 16
