@@ -33,8 +33,7 @@ VARIANTS = ("fp32", "one_call", "one_call+foreach", "bf16", "bf16+one_call+forea
 
 def build(cfg: dict[str, Any], row: dict[str, Any], variant: str) -> tuple[Callable[[int], None], int, int]:
     """A row's step function under ``variant`` (a fresh run, the engine's components), its steps and batch."""
-    from ident3d.pipelines.synthetic import train_config
-    from ident3d.training.synthetic.run import build_synthetic_run
+    from ident3d.training.synthetic.run import build_synthetic_run, train_config
 
     tc = train_config(cfg, row, seed=0, steps=None, device="cpu")
     run = build_synthetic_run(tc, device="cpu")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,19 +112,10 @@ def keyed_eval(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None, device: str) -> Any:
-    """The TrainConfig of one cell: the config's train section, the row's overrides, the row's source and hp."""
-    from ident3d.training.config import SYNTHETIC, TrainConfig
+    """The TrainConfig of one cell (``ident3d.training.synthetic.run.train_config``; torch is imported on first use)."""
+    from ident3d.training.synthetic.run import train_config as cell_train_config
 
-    settings = {**(cfg.get("train") or {}), **(row.get("train") or {})}
-    allowed = {f.name for f in fields(TrainConfig)} - {"data", "source", "seed", "objective_args", "normalize",
-                                                        "device", "views"}
-    unknown = sorted(set(settings) - allowed)
-    if unknown:
-        raise UserError(f"train has no setting {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
-    if steps is not None:
-        settings["steps"] = steps
-    return TrainConfig(data=SYNTHETIC, views="synthetic", source=dict(row["source"]),
-                       objective_args=dict(row.get("hp") or {}), seed=seed, device=device, **settings)
+    return cell_train_config(cfg, row, seed, steps, device)
 
 
 def check_cell(tc: Any) -> None:

@@ -88,7 +88,7 @@ def record(files: Path, results_dir: Path, only: list[str] | None = None) -> lis
             shutil.copy(extra, folder / extra.name)
         link = folder.relative_to(results_dir).as_posix()
         add_row(results_dir / "README.md", f"| {date} | {job} | {entry['device_name']} | {job_summary(job, entry)} | "
-                f"{entry.get('wall_s', 0):.0f} s | {entry['ident3d_commit'][:10]} | [{link}]({link}/) |")
+                f"{entry.get('wall_s', 0):.0f} s | {entry['ident3d_commit'][:10]} | [{link}]({link}/results.json) |")
         folders.append(folder)
     return folders
 

@@ -3,7 +3,8 @@ image runs, with batches generated on the training device and a view maker that 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import fields
 from typing import Any
 
 import torch
@@ -56,6 +57,23 @@ def batches(source: VectorSource, start: int, rank: int = 0, world: int = 1) -> 
             batch = {k: v[rank * n:(rank + 1) * n] for k, v in batch.items()}
         yield batch
         b += 1
+
+
+def train_config(cfg: Mapping[str, Any], row: Mapping[str, Any], seed: int, steps: int | None, device: str) -> Any:
+    """The TrainConfig of one cell of a synthetic config: its train section, the row's overrides, the row's source and
+    hp (what ``ident3d synthetic`` trains, and what benchmarks/synthetic_step.py times)."""
+    from ident3d.training.config import SYNTHETIC, TrainConfig
+
+    settings = {**(cfg.get("train") or {}), **(row.get("train") or {})}
+    allowed = {f.name for f in fields(TrainConfig)} - {"data", "source", "seed", "objective_args", "normalize",
+                                                        "device", "views"}
+    unknown = sorted(set(settings) - allowed)
+    if unknown:
+        raise UserError(f"train has no setting {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+    if steps is not None:
+        settings["steps"] = steps
+    return TrainConfig(data=SYNTHETIC, views="synthetic", source=dict(row["source"]),
+                       objective_args=dict(row.get("hp") or {}), seed=seed, device=device, **settings)
 
 
 def build_synthetic_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1,
