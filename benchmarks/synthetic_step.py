@@ -104,7 +104,7 @@ def figure(results: dict[str, Any], out: Path) -> None:
     import numpy as np
 
     rows = list(results["rows"])
-    variants = [v for v in results["variants"]]
+    variants = list(results["variants"])
     fig, ax = plt.subplots(figsize=(11, 4.2))
     width = 0.8 / len(variants)
     for i, v in enumerate(variants):

@@ -53,17 +53,12 @@ def run(args: argparse.Namespace) -> int:
                        chunk_size=args.chunk_size, overwrite=args.overwrite)
     out = str(args.out)
     if complete or ds is None:
-        print(f"{out} is complete ({store_count(out)} images); nothing to do (--overwrite writes it again)")
+        from ident3d.store.info import store_info
+
+        print(f"{out} is complete ({store_info(out).n} images); nothing to do (--overwrite writes it again)")
         return 0
     print(f"wrote {out}: {len(ds.images)} images of {ds.images.shape[1]} px, labels {', '.join(ds.labels)}")
     return 0
-
-
-def store_count(out: str) -> int:
-    """The number of images in the store ``out``."""
-    from ident3d.store.zarr_io import open_store
-
-    return int(open_store(out)["images"].shape[0])
 
 
 def is_complete(out: str) -> bool:

@@ -2,10 +2,22 @@
 
 import errno
 import hashlib
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def benchmark(name: str, module: str | None = None):
+    """The script ``benchmarks/NAME.py`` loaded as a module (benchmarks/ is scripts, not a package), named ``module``
+    (default NAME) in sys.modules' sense only."""
+    spec = importlib.util.spec_from_file_location(module or name, ROOT / "benchmarks" / f"{name}.py")
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
 
 
 def tree_digest(path) -> str:

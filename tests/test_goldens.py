@@ -5,24 +5,17 @@ recorded ones and says why it skips elsewhere (benchmarks/goldens.py then compar
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from helpers import benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _goldens():
-    spec = importlib.util.spec_from_file_location("goldens", ROOT / "benchmarks" / "goldens.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_tiny_jobs_give_the_recorded_digests(tmp_path):
-    goldens = _goldens()
+    goldens = benchmark("goldens")
     recorded = json.loads((ROOT / "results" / "goldens_issue22.json").read_text())
     here = goldens.machine()
     if here != recorded["machine"]:

@@ -3,24 +3,13 @@ each rendered by bpy in its own process), its JSON, its checks, and derive_fast 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
+from helpers import benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _frontier():
-    spec = importlib.util.spec_from_file_location("render_frontier", ROOT / "benchmarks" / "render_frontier.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rf = _frontier()
+rf = benchmark("render_frontier")
 
 
 @pytest.fixture(scope="module")

@@ -3,17 +3,12 @@ closed-form cases and the order noise must put images in."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers import benchmark
 from scipy.ndimage import gaussian_filter
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("bench_ssim", ROOT / "benchmarks" / "ssim.py")
-ssim_mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ssim_mod)
+ssim_mod = benchmark("ssim", "bench_ssim")
 
 
 def independent_ssim(a: np.ndarray, b: np.ndarray) -> float:

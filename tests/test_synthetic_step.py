@@ -1,17 +1,12 @@
 """benchmarks/synthetic_step.py (issue 36 §3): a real, short run on two rows of paper 001's synthetic config, its JSON,
 and the table wall time it implies, checked by hand."""
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-spec = importlib.util.spec_from_file_location("synthetic_step", ROOT / "benchmarks" / "synthetic_step.py")
-ss = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ss)
+from helpers import benchmark
+
+ss = benchmark("synthetic_step")
 
 
 def test_a_short_run_records_each_row_and_variant(tmp_path):
