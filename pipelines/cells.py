@@ -1,11 +1,17 @@
 """The cells of every experiment kind (``ident3d.pipelines.experiment`` runs them for compare, synthetic and scaling):
 cells keyed by their settings, run one after another or on a Dask cluster, with one divergence policy.
 
-A cell is one training run and its scores in its own folder. The folder records a hash of the cell's full resolved
-settings (everything that shapes its result: the trainer config with defaults filled in and hyperparameters in their
-declared types, the data, the evaluation) in ``cell.json``. A cell folder is reused, finished or to be resumed, only
-for the settings that made it; a folder made with other settings (or before cells were keyed) is moved aside to
-``NAME.stale-K``, never deleted and never silently reused, and the cell runs again.
+A cell is one training run and its scores in its own folder, keyed twice: its training and its scoring apart.
+``cell.json`` records a hash of the cell's resolved *training* settings (everything that shapes the trained weights:
+the trainer config with defaults filled in and hyperparameters in their declared types, the training data); the done
+marker (``report.json``, ``scores.json``) records the *scoring* key, a hash of what shapes the scores given the
+weights (the evaluation settings, the test stores, the metrics with each one's ``version`` and the version of the
+built-in scores). A cell folder is trained on, finished or to be resumed, only for the training settings that made
+it; a folder made with other training settings (or before cells were keyed) is moved aside to ``NAME.stale-K``, never
+deleted and never silently reused, and the cell trains again. A finished cell whose scoring key changed (another
+metric, a metric's new version) is scored again from its trained weights, not trained again. Cells keyed before
+the two keys were apart (one key over everything) keep their trained runs: their recorded settings give the same
+training key.
 
 Every cell trains and is scored with ``CELL_THREADS`` torch and BLAS threads, in this process or on a Dask worker
 (a loaded 2-core machine ran paper 000's kernel R^2 17x slower with BLAS's default 2 threads): float sums on the CPU
@@ -57,32 +63,77 @@ def cell_key(settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical(settings).encode()).hexdigest()
 
 
+# a cell's top-level settings that shape only how its trained run is scored (with every store but ``stores.train``)
+SCORING_SETTINGS = ("evaluate", "metrics", "da_style")
+SCORING_KEY = "scoring_key"  # the done marker's entry that records the scoring key it was scored with
+
+
+def split_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(training settings, scoring settings) of a cell's full settings: ``SCORING_SETTINGS`` and the test stores
+    (``stores`` other than ``train``) shape only its scores; the rest shapes its weights."""
+    training = {k: v for k, v in settings.items() if k not in SCORING_SETTINGS}
+    scoring = {k: settings[k] for k in SCORING_SETTINGS if k in settings}
+    stores = settings.get("stores")
+    if isinstance(stores, Mapping) and "train" in stores:
+        training["stores"] = {"train": stores["train"]}
+        scoring["stores"] = {k: v for k, v in stores.items() if k != "train"}
+    return training, scoring
+
+
+def scoring_key(settings: Mapping[str, Any]) -> str:
+    """The scoring key of a cell's full settings: a hash of its scoring settings (``split_settings``) with the
+    ``version`` of each metric named and of the built-in scores (``ident3d.evaluation.metric_base``), so a corrected
+    metric re-scores finished cells."""
+    from ident3d.evaluation.metric_base import BUILTIN_SCORES_VERSION, METRICS
+    from ident3d.evaluation.metric_suite import parse_metrics  # registers every metric
+
+    scoring = split_settings(settings)[1]
+    versions = [[name, METRICS.get(name).version] for name in parse_metrics(list(scoring.get("metrics") or []))]
+    return cell_key({**scoring, "metrics": versions, "builtin_scores": BUILTIN_SCORES_VERSION})
+
+
+def scored(marker: Mapping[str, Any] | None, key: str) -> bool:
+    """Whether a done marker (a cell's report or scores) was scored with the scoring key ``key``."""
+    return marker is not None and marker.get(SCORING_KEY) == key
+
+
 def claim_cell(cell: Path, settings: Mapping[str, Any], say: Callable[[str], None] = print) -> Path | None:
-    """Make ``cell`` the folder of ``settings`` before it is trained or read: kept when its recorded key matches
-    (a finished cell is reused, an unfinished one resumed), else moved aside (``say`` tells where and which settings
-    differ) and started afresh. Returns where an old folder went, or None."""
-    settings = keyed(settings)
+    """Make ``cell`` the folder of ``settings`` (a cell's full settings; its training part is the key) before it is
+    trained or read: kept when its recorded training key matches (a finished cell is reused or re-scored, an
+    unfinished one resumed), else moved aside (``say`` tells where and which settings differ) and started afresh.
+    Returns where an old folder went, or None."""
+    settings = keyed(split_settings(settings)[0])
     key = cell_key(settings)
     old = recorded(cell)
     if old is not None and old.get("key") == key:
+        return None
+    if old is not None and _legacy_key(old) == key:  # keyed over everything before training and scoring were apart
+        write_marker(cell / KEY_FILE, {"key": key, "settings": json.loads(canonical(settings))})
         return None
     aside = None
     if cell.is_dir() and any(cell.iterdir()):
         aside = _free_name(cell)
         cell.rename(aside)
         torn = (cell / KEY_FILE).exists()
-        why = (changes(old.get("settings"), settings) if old else f"its {KEY_FILE} is torn" if torn
-               else "made before cells were keyed by their settings")
+        why = (changes(split_settings(old.get("settings") or {})[0], settings) if old
+               else f"its {KEY_FILE} is torn" if torn else "made before cells were keyed by their settings")
         say(f"{cell}: {why}; moved it to {aside.name} and running the cell again")
     cell.mkdir(parents=True, exist_ok=True)
     write_marker(cell / KEY_FILE, {"key": key, "settings": json.loads(canonical(settings))})
     return aside
 
 
+def _legacy_key(old: Mapping[str, Any]) -> str | None:
+    """The training key of a ``cell.json`` written when one key covered training and scoring: its recorded
+    settings' training part, keyed (None when it records no settings)."""
+    settings = old.get("settings")
+    return cell_key(keyed(split_settings(settings)[0])) if isinstance(settings, Mapping) else None
+
+
 def matches(cell: Path, settings: Mapping[str, Any]) -> bool:
-    """Whether ``cell`` was made with ``settings`` (its recorded key is theirs)."""
+    """Whether ``cell`` was trained with the training part of ``settings`` (its recorded key is theirs)."""
     old = recorded(cell)
-    return old is not None and old.get("key") == cell_key(keyed(settings))
+    return old is not None and old.get("key") == cell_key(keyed(split_settings(settings)[0]))
 
 
 def keyed(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, chance_levels, fraction_markdown, verdict
-from ident3d.pipelines.cells import Cell, claim_cell, read_marker, run_settings, write_marker
+from ident3d.pipelines.cells import SCORING_KEY, Cell, claim_cell, read_marker, run_settings, scored, scoring_key, write_marker
 from ident3d.pipelines.experiment import (
     ExperimentKind,
     cell_dir,
@@ -243,11 +243,13 @@ def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, stores: d
 
 def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
              evaluate: dict[str, Any], da_style: dict[str, Any] | None = None, metrics: tuple[str, ...] = (),
-             also: dict[str, str] | None = None, progress: bool = False) -> dict[str, Any]:
-    """Train one (view maker, seed) cell and evaluate it; skipped when its report already exists (the caller has
-    claimed the folder for the cell's settings first, ``ident3d.pipelines.cells.claim_cell``). A cell whose loss
-    diverges gives {"diverged": why} and saves no report, so a re-run retries it. ``also``: further test stores
-    ({key: path}) whose metrics the report keeps under ``also``."""
+             also: dict[str, str] | None = None, scoring: str = "", progress: bool = False) -> dict[str, Any]:
+    """Train one (view maker, seed) cell and evaluate it; skipped when its report exists with the scoring key
+    ``scoring`` (``ident3d.pipelines.cells.scoring_key``), scored again from the trained run (not trained again) when
+    the report's key is another (the caller has claimed the folder for the cell's training settings first,
+    ``ident3d.pipelines.cells.claim_cell``). A cell whose loss diverges gives {"diverged": why} and saves no report,
+    so a re-run retries it. ``also``: further test stores ({key: path}) whose metrics the report keeps under
+    ``also``."""
     from ident3d.evaluation.run_report import evaluate_run
     from ident3d.training.run_dir import RunDir
     from ident3d.training.trainer import TrainingDiverged
@@ -256,14 +258,14 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     cell = Path(cell_dir)
     report_path = cell / "report.json"
     done = read_marker(report_path)  # a torn report (a kill mid-write, before reports were atomic) is not done
-    if done is not None:
+    if scored(done, scoring):
         return done
     cell.mkdir(parents=True, exist_ok=True)
     cfg = cell_config({"train": train}, {"views": views}, seed, train_store)
     run_dir = RunDir(cell)
     resume = run_dir.start(cfg, resume=run_dir.config_path.exists())  # the saved run must be this cell's
     try:
-        fit(cfg, cell, resume=resume, progress=progress,
+        fit(cfg, cell, resume=resume, progress=progress,  # a finished run resumes at its last step: no step is run
             say=(lambda text: print(text, flush=True)) if progress else None)
     except TrainingDiverged as exc:  # the one divergence policy (as in synthetic): report the cell, go on
         return {"diverged": str(exc).split(";")[0]}
@@ -274,6 +276,7 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
         rep["also"] = {key: evaluate_run(str(cell), path, ev["fit"], ev["score"], kernel=ev["kernel"],
                                          da_style=da_style, metrics=metrics).get("metrics", {})
                        for key, path in also.items()}
+    rep[SCORING_KEY] = scoring
     write_marker(report_path, rep)
     return rep
 
@@ -439,11 +442,12 @@ class Compare(ExperimentKind):
                 before = cell.parent / f"seed{s}"  # the cell's folder before every kind's were seed_N: kept
                 if before.is_dir() and not cell.exists():
                     before.rename(cell)
-                claim_cell(cell, cell_settings(cfg, row, s, digests))
+                settings = cell_settings(cfg, row, s, digests)
+                claim_cell(cell, settings)
                 cells.append(Cell((row["name"], s), run_cell, (
                     str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
                     cfg.get("evaluate") or {}, cfg.get("da_style"), tuple(cfg.get("metrics") or ()),
-                    {k: str(stores[k]) for k in extra_test_stores(cfg)})))
+                    {k: str(stores[k]) for k in extra_test_stores(cfg)}, scoring_key(settings))))
         return cells
 
     def tabulate(self, cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]],

@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from ident3d.causal.errors import MissingData, UserError
-from ident3d.pipelines.cells import Cell, claim_cell, matches, read_marker, run_settings, write_marker
+from ident3d.pipelines.cells import (
+    SCORING_KEY,
+    Cell,
+    claim_cell,
+    matches,
+    read_marker,
+    run_settings,
+    scored,
+    scoring_key,
+    write_marker,
+)
 from ident3d.pipelines.experiment import (
     ExperimentKind,
     cell_dir,
@@ -146,11 +156,12 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     from ident3d.training.trainer import TrainingDiverged, read_metrics, train
 
     tc = train_config(cfg, row, seed, steps, device)
-    claim_cell(cell, cell_settings(cfg, row, seed, steps))
-    done = cell / "scores.json"
+    settings = cell_settings(cfg, row, seed, steps)
+    claim_cell(cell, settings)
+    done, scoring = cell / "scores.json", scoring_key(settings)
     finished = read_marker(done)  # a torn marker is not done
-    if finished is not None:
-        return finished
+    if scored(finished, scoring):
+        return finished  # else (another scoring key) the trained run is scored again: resuming it runs no step
     tc.checkpoint_every = min(tc.checkpoint_every, max(1, tc.steps // MIN_CHECKPOINTS))
     run_dir = RunDir(cell)
     resume = run_dir.start(tc, resume=run_dir.config_path.exists())  # the saved run must be this cell's
@@ -165,6 +176,7 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
     rows = read_metrics(cell)
     scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")  # all runs of the cell
     scores["final_loss"] = float(rows[-1].get("loss", float("nan"))) if rows else float("nan")
+    scores[SCORING_KEY] = scoring
     write_marker(done, scores)
     return scores
 
@@ -310,9 +322,9 @@ class Synthetic(ExperimentKind):
         for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
             for s in cfg.get("seeds", [0]):
                 cell = cell_dir(out, row["name"], s)
-                scores = read_marker(cell / "scores.json")
-                if (row["name"], s) not in results and scores is not None and matches(
-                        cell, cell_settings(cfg, row, s, self.steps)):
+                scores, settings = read_marker(cell / "scores.json"), cell_settings(cfg, row, s, self.steps)
+                if (row["name"], s) not in results and scored(scores, scoring_key(settings)) and matches(
+                        cell, settings):
                     results[(row["name"], s)] = scores
         table = aggregate(cfg, results)
         write_tables(out, {"table.json": json.dumps(table.as_json(), indent=1) + "\n",

@@ -128,7 +128,8 @@ def test_compare_cells_use_the_same_keys(tmp_path):
     claim_cell(cell, cell_settings(cfg, row, 0, stores), say=said.append)
     assert not (cell / "report.json").exists() and (tmp_path / "cells/seed0.stale-1/report.json").exists()
     assert "train.steps 250 -> 500" in said[0]
-    assert not matches(cell, cell_settings(cfg, row, 0, {**stores, "test": "another test store"}))
+    assert not matches(cell, cell_settings(cfg, row, 0, {**stores, "train": "another train store"}))
+    assert matches(cell, cell_settings(cfg, row, 0, {**stores, "test": "another test store"}))  # scoring only
 
 
 # ----- item 2: --out must be a synthetic output ----------------------------------------------------------------
