@@ -8,12 +8,16 @@ import numpy as np
 from ident3d.causal.errors import UserError
 
 
-def as_matrix(x, name: str) -> np.ndarray:
-    """``x`` as a finite (N, D) float array; a 1-D array is one column."""
+def as_matrix(x, name: str, strict: bool = False) -> np.ndarray:
+    """``x`` as a finite (N, D) float array; a 1-D array is one column, or (``strict``: where a matrix of samples x
+    dimensions is meant, e.g. factors or codes) refused, since (N,) may as well be one sample of N dimensions."""
     try:
         a = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
         raise UserError(f"{name} must be a numeric array") from None
+    if a.ndim == 1 and strict:
+        raise UserError(f"{name} must be a 2-D array (samples x dimensions), got a 1-D array of {a.size} values; "
+                        "pass x[:, None] for one dimension")
     if a.ndim == 1:
         a = a[:, None]
     if a.ndim != 2:
@@ -51,6 +55,22 @@ def standardise(fit: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarr
     mean, std = fit.mean(0), fit.std(0)
     std = np.where(std > 1e-12, std, 1.0)
     return (fit - mean) / std, (test - mean) / std
+
+
+def constant_columns(x: np.ndarray) -> np.ndarray:
+    """Indices of the columns of ``x`` (N, D) that hold one value (up to 1e-12 of the column's magnitude), or that
+    have fewer than 2 samples: their variance is 0, so an R^2 or a correlation with them is undefined (0 / 0)."""
+    if len(x) < 2:
+        return np.arange(x.shape[1])
+    spread = x.max(0) - x.min(0)
+    return np.flatnonzero(spread <= 1e-12 * np.maximum(1.0, np.abs(x).max(0)))
+
+
+def defined_mean(values) -> float:
+    """Mean of the finite entries of ``values`` (undefined scores are NaN and left out); NaN when none is finite."""
+    a = np.asarray(values, dtype=float).ravel()
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else float("nan")
 
 
 def r2_columns(y: np.ndarray, pred: np.ndarray) -> np.ndarray:

@@ -81,7 +81,9 @@ def _splits(data: ScoringData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
 
 @register_metric("dci")
 class DCI(Metric):
-    """DCI disentanglement, completeness and informativeness (Eastwood & Williams), Lasso importances."""
+    """DCI disentanglement, completeness and informativeness (Eastwood & Williams), Lasso importances and the paper's
+    D and C (unweighted C; disentanglement_lib's gradient-boosted form is ``dci(..., importance="gbt")``). Still version
+    1: making gbt disentanglement_lib's left Lasso's numbers as they were."""
 
     columns = ("disentanglement", "completeness", "informativeness")
 

@@ -23,8 +23,11 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     layer (``ident3d.evaluation.metric_suite.score``: any registered metric by name), fit and scored on the same
     splits as the probes.
     """
-    from ident3d.evaluation import linear_probe_accuracy, mcc, r2_per_latent
+    from ident3d.evaluation import linear_probe_accuracy
     from ident3d.evaluation.encode import encode_store
+    from ident3d.evaluation.mcc import report_mcc
+    from ident3d.evaluation.metric_inputs import defined_mean
+    from ident3d.evaluation.regression import r2_or_undefined
     from ident3d.evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
     from ident3d.evaluation.uniformity import uniformity
     from ident3d.store.info import store_info
@@ -65,18 +68,28 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     for layer in layers:
         z = enc[layer]
         zf, zs, yf, ys = z[:fit_n], z[fit_n:], y[:fit_n], y[fit_n:]
-        lin = r2_per_latent(zf, yf, zs, ys, kind="linear")
-        ker = r2_per_latent(zf, yf, zs, ys, kind="kernel") if kernel else lin
+        # too few fit samples for a layer's width (linear: dims + 2) or a constant latent: NaN, named with the reason
+        lin = r2_or_undefined(zf, yf, zs, ys, kind="linear")
+        ker = r2_or_undefined(zf, yf, zs, ys, kind="kernel") if kernel else lin
         acc = None
         if "classes" in enc:
             acc = linear_probe_accuracy(zf, enc["classes"][:fit_n], zs, enc["classes"][fit_n:])
         row = table_row(ker.scores, names, cols, acc)
+        at = {n: i for i, n in enumerate(names)}  # a column's mean leaves its undefined (NaN) latents out
+        row.update({c.title: defined_mean([ker.scores[at[n]] for n in c.latents]) for c in cols})
+        # MCC under the name of what it is: cl-ica's at equal widths, of the content block for a narrower layer, the
+        # best-K matching (not cl-ica's MCC) for a wider one up to 512 dims; the old key stays, None unless cl-ica's
+        corr = report_mcc(yf, zf, ys, zs, names, [n for n in names if n not in style.latents], wider=z.shape[1] <= 512)
         table[f"{layer} ({z.shape[1]}-d)"] = row
         report["layers"][layer] = {
             "dim": int(z.shape[1]), "r2_method": ker.method, "class_accuracy": acc,
             "r2_kernel": dict(zip(names, ker.scores.round(4).tolist(), strict=True)),
             "r2_linear": dict(zip(names, lin.scores.round(4).tolist(), strict=True)),
-            "mcc_pearson_out_of_sample": mcc(yf, zf, z_true_test=ys, z_pred_test=zs) if z.shape[1] <= 512 else None,
+            "r2_undefined": {"kernel": {names[j]: why for j, why in ker.undefined.items()},
+                             "linear": {names[j]: why for j, why in lin.undefined.items()}},
+            "mcc_pearson_out_of_sample": corr.value if corr.name == "mcc" else None,
+            **({f"{corr.name}_pearson_out_of_sample": corr.value} if corr.name not in (None, "mcc") else {}),
+            **({"mcc_note": corr.note} if corr.note else {}),
             "uniformity": round(uniformity(zs), 4),  # Wang & Isola's log potential; paper 002 reports exp of it
             "table": row,
         }

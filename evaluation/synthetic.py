@@ -1,5 +1,6 @@
 """Scores of a synthetic run against its known latents: linear R^2 (all latents, and per group such as content
-and style), kernel R^2 per group, and MCC (papers 000/001), on held-out draws of the run's own source."""
+and style), kernel R^2 per group, and MCC (papers 000/001; of the content block where the representation is meant
+to hold only it), on held-out draws of the run's own source."""
 
 from __future__ import annotations
 
@@ -10,31 +11,38 @@ from typing import Any
 import numpy as np
 import torch
 
-from ident3d.evaluation.mcc import mcc
+from ident3d.evaluation.mcc import report_mcc
 from ident3d.evaluation.regression import r2_per_latent
 
 
 def score(h_fit: np.ndarray, z_fit: np.ndarray, h_test: np.ndarray, z_test: np.ndarray,
           latent_names: Sequence[str], groups: Mapping[str, Sequence[str]], kernel: bool = False,
           kernel_max: int = 2000) -> dict[str, float]:
-    """{"linear_r2": mean over latents, "mcc": out-of-sample Pearson MCC, "linear_r2/GROUP", "kernel_r2/GROUP",
-    "latent_r2/NAME" (linear, per latent)}. Kernel ridge (exact, papers' grid) on the first ``kernel_max`` fit rows."""
+    """{"linear_r2": mean over latents, "linear_r2/GROUP", "kernel_r2", "kernel_r2/GROUP", "latent_r2/NAME" (linear,
+    per latent), and the out-of-sample Pearson MCC under the name that says what it is (``evaluation.mcc.report_mcc``):
+    "mcc" (cl-ica's) when the representation has as many dimensions as there are latents, "mcc_content" (the MCC of
+    the "content" group) when it has fewer and as many as the content latents (paper 000: 5 codes for 5 content of 10
+    latents), else no MCC key}. A latent constant on either split has no R^2: its "latent_r2/NAME" is NaN and every
+    mean leaves it out (a mean over no defined latent is NaN); an MCC the metric refuses (a constant latent, too few
+    samples) is NaN. Kernel ridge (exact, papers' grid) on the first ``kernel_max`` fit rows."""
     out: dict[str, float] = {}
-    lin = r2_per_latent(h_fit, z_fit, h_test, z_test, kind="linear").scores
-    out["linear_r2"] = float(lin.mean())
-    out["mcc"] = mcc(z_fit, h_fit, z_true_test=z_test, z_pred_test=h_test)
+    lin = r2_per_latent(h_fit, z_fit, h_test, z_test, kind="linear")
+    out["linear_r2"] = lin.mean()
+    corr = report_mcc(z_fit, h_fit, z_test, h_test, latent_names, groups.get("content"))
+    if corr.name is not None:
+        out[corr.name] = float("nan") if corr.value is None else corr.value
     ker = None
     if kernel:
         k = min(kernel_max, len(h_fit))
-        ker = r2_per_latent(h_fit[:k], z_fit[:k], h_test[:k], z_test[:k], kind="kernel", exact_max=k).scores
-        out["kernel_r2"] = float(ker.mean())
+        ker = r2_per_latent(h_fit[:k], z_fit[:k], h_test[:k], z_test[:k], kind="kernel", exact_max=k)
+        out["kernel_r2"] = ker.mean()
     index = {n: i for i, n in enumerate(latent_names)}
     for group, members in groups.items():
         cols = [index[m] for m in members]
-        out[f"linear_r2/{group}"] = float(lin[cols].mean())
+        out[f"linear_r2/{group}"] = lin.mean(cols)
         if ker is not None:
-            out[f"kernel_r2/{group}"] = float(ker[cols].mean())
-    for name, value in zip(latent_names, lin, strict=True):
+            out[f"kernel_r2/{group}"] = ker.mean(cols)
+    for name, value in zip(latent_names, lin.scores, strict=True):
         out[f"latent_r2/{name}"] = float(value)
     return out
 

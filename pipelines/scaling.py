@@ -277,7 +277,9 @@ def cell_scores(report: dict[str, Any], cell: Path, layer: str = "output") -> di
     rep = report["layers"][layer]
     r2 = rep["r2_linear"]
     snaps = [r["views/snap_distance"] for r in read_metrics(cell) if "views/snap_distance" in r]
-    return {"r2": r2, "mean": statistics.fmean(r2.values()), "mcc": rep["mcc_pearson_out_of_sample"],
+    defined = [v for v in r2.values() if v == v]  # a latent constant in the test rows has no R^2 (NaN): left out
+    return {"r2": r2, "mean": statistics.fmean(defined) if defined else float("nan"),
+            "mcc": rep.get("mcc_pearson_out_of_sample"),  # None unless the codes are as wide as the latents
             "snap": statistics.fmean(snaps) if snaps else None}
 
 
@@ -309,15 +311,17 @@ def paper001_table(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str,
         mean = [c["mean"] for c in cells]
         snaps = [c["snap"] for c in cells if c["snap"] is not None]
         summary[name] = {"n_seeds": len(cells), "mean_r2": statistics.fmean(mean),
-                         "mcc": statistics.fmean(c["mcc"] for c in cells),
+                         "mcc": statistics.fmean(mccs) if (mccs := [c["mcc"] for c in cells
+                                                                    if c["mcc"] is not None]) else None,
                          "r2": {k: statistics.fmean(c["r2"][k] for c in cells) for k in names},
                          "fraction_of_ceiling": statistics.fmean(mean) / top if top else None,
                          "snap_distance": statistics.fmean(snaps) if snaps else None}
         lines.append("| " + " | ".join([name, str(len(cells)), *(_ms([c["r2"][k] for c in cells]) for k in names),
-                                        _ms(mean), _ms([c["mcc"] for c in cells]),
+                                        _ms(mean), _ms(mccs) if mccs else "-",
                                         f"{summary[name]['fraction_of_ceiling']:.2f}" if top else "-",
                                         f"{statistics.fmean(snaps):.3f}" if snaps else "-"]) + " |")
-    note = (f"\n\nlinear R^2 per latent on held-out images (mean ± std over seeds); MCC: out-of-sample Pearson; "
+    note = (f"\n\nlinear R^2 per latent on held-out images (mean ± std over seeds); MCC: out-of-sample Pearson "
+            f"(cl-ica's, for codes as wide as the latents; '-' otherwise); "
             f"x ceiling: the row's mean R^2 over the supervised ceiling's; snap distance: mean L2 distance in latent "
             f"space between the drawn z~ and the stored latents it was snapped to (NN positives only; exact "
             f"positives have none). The paper's figure (quoted, 250k images at 224 px, ResNet-18, 30k steps): mean "
@@ -397,8 +401,10 @@ def figure(p001: dict[str, Any] | None, p000: dict[str, Any] | None, path: Path)
                 ax.legend(fontsize=6)
                 fx.axis("off")
             k += 1
+    spans = [p["scale"]["pixels_seen"] for part in (p001, p000) if part for p in part["points"]]
     for ax in axes.flat:
         if ax.axison:
+            ax.set_xlim(min(spans) / 1.5, max(spans) * 2.5)  # fixed, so a panel whose scores are all NaN still draws
             ax.set_xscale("log")
             ax.set_xlabel("pixels seen (steps x batch x px^2)", fontsize=7)
             ax.tick_params(labelsize=7)

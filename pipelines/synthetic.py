@@ -188,7 +188,7 @@ def table_metrics(results: dict[tuple[str, int], dict[str, float]], metrics: lis
 
     scored = [set(r) for r in results.values() if "diverged" not in r]
     keys = set.intersection(*scored) if scored else set()
-    head = [k for k in ("linear_r2", "mcc", "kernel_r2") if k in keys]
+    head = [k for k in ("linear_r2", "mcc", "mcc_content", "kernel_r2") if k in keys]
     groups = sorted(k for k in keys if k.startswith(("linear_r2/", "kernel_r2/")))
     extra = sorted(k for k in keys if k.startswith(("spectrum", "top_corr")))
     return head + groups + extra + [c for c in columns(metrics or []) if c in keys] + ["train_seconds"]

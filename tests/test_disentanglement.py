@@ -220,8 +220,9 @@ def test_dci_identity_permutation_mixing_noise_duplicate():
         assert abs(dci(*split(codes(kind))).informativeness) < 0.01
         trees = dci(*split(codes(kind)), importance="forest", n_estimators=30)
         assert trees.disentanglement < 0.03 and trees.completeness < 0.03 and trees.informativeness < 0.0
-    # factor 0 in two codes: its importance splits evenly, so C_0 = 1 - log_4(2) = 1/2; D stays 1
-    dup = dci(*split(codes("duplicated")), importance="gbt", n_estimators=50)
+    # factor 0 in two codes: its importance splits evenly, so C_0 = 1 - log_4(2) = 1/2; D stays 1 (gbt: dlib's
+    # classifiers on the factors cut into 5 bins of the fit split, 20 by default)
+    dup = dci(*split(codes("duplicated")), importance="gbt", n_estimators=50, n_bins=5)
     assert dup.disentanglement == pytest.approx(1.0, abs=0.01)
     assert dup.per_factor == pytest.approx([0.5, 1.0, 1.0], abs=0.02)
 
@@ -229,9 +230,12 @@ def test_dci_identity_permutation_mixing_noise_duplicate():
 def test_dci_falls_with_added_noise():
     lasso = [dci(*split(codes("noisy", s))) for s in NOISE]
     assert [r.informativeness for r in lasso] == pytest.approx([r2_with_noise(s) for s in NOISE], abs=0.03)
-    trees = [dci(*split(codes("noisy", s)), importance="gbt", n_estimators=50) for s in NOISE]
-    d = [r.disentanglement for r in trees]
-    assert d[0] > 0.95 and d[0] > d[1] + 0.03 and d[1] > d[2] + 0.2  # spurious importances grow with noise
+    # dlib's gbt (classifiers of the factors cut into 5 bins): noise of std 0.1 already blurs the bins of width 0.4,
+    # so D starts lower than a regressor's; spurious importances and misclassifications grow with the noise
+    trees = [dci(*split(codes("noisy", s)), importance="gbt", n_estimators=50, n_bins=5) for s in NOISE]
+    d, acc = [r.disentanglement for r in trees], [r.informativeness for r in trees]
+    assert d[0] > 0.8 and d[0] > d[1] + 0.1 and d[1] > d[2] + 0.3, d
+    assert acc[0] > acc[1] > acc[2] > 0.2 - 0.05, acc  # accuracy, down towards chance (1 / 5 bins)
 
 
 def test_explicitness_identity_beats_mixing_and_noise_is_minus_one():
