@@ -42,8 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "variable-level R^2 diag/sep under the run's learned assignment, DCI, MIG); labelled stores: "
                         "probe (linear, MLP, kNN, GMM), recon (reconstruction MSE), crl_tac (paper 002's scores); "
                         "multi-object stores and slot runs (slot_attention, additive_ae): fg_ari (foreground ARI of "
-                        "the slot masks), slot_r2 (per-object R^2 of the mask-matched slot), sis (slot "
-                        "identifiability score), block_mcc (slots as fixed blocks)")
+                        "the slot masks), slot_r2 (per-object R^2, slots matched by the readout's loss), slot_r2_masks "
+                        "(per-object R^2 of the mask-matched slot), sis (Brady et al.'s slot identifiability score), "
+                        "block_mcc (slots as fixed blocks, Lachapelle et al.'s tree readout)")
     p.add_argument("--figure", metavar="PNG", help="CRL-TAC runs: draw test images over their P(T|X) here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     p.set_defaults(run=run)
