@@ -15,11 +15,11 @@ masks (N, H, W)) and return results with ``.score``: :func:`fg_ari`, :func:`slot
 :func:`sis` (Brady et al.'s slot identifiability score) and :func:`block_mcc`. docs/metrics.md gives each one's
 formula, the reference code it equals and its edges.
 
-Inputs are checked first, each problem one ``UserError`` line: non-finite values, mismatched sample counts, 1-D factors or codes (one sample or one column? pass ``x[:, None]`` for one column; probe labels stay (N,)),
-factors with more columns than samples (a transposed or swapped array), probe labels that are not whole numbers (codes
-passed as labels), too few samples for what is fitted (each function says its bound), knobs out of range. A factor
-constant on a split has no R^2 (NaN, named in ``undefined``, left out of every mean) and no correlation (``mcc``
-refuses it)::
+Inputs are checked first, each problem one ``UserError`` line: non-finite values, mismatched sample counts, 1-D
+factors or codes (one sample or one column? pass ``x[:, None]`` for one column; probe labels stay (N,)), factors with
+more columns than samples (a transposed or swapped array), probe labels that are not whole numbers (codes passed as
+labels), too few samples for what is fitted (each function says its bound), knobs out of range. A factor constant on a
+split has no R^2 (NaN, named in ``undefined``, left out of every mean) and no correlation (``mcc`` refuses it)::
 
     import ident3d.metrics as M
     M.r2(factors=z_fit, codes=h_fit, factors_test=z_test, codes_test=h_test, kind="kernel").scores
