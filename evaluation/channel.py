@@ -1,6 +1,7 @@
 """Where a trained augmentation channel P(T|X) (CRL-TAC, paper 002) puts its mass: on crops that hold the object
 (on a blank canvas: crops that intersect the digit), how peaked it is, whether the expected crop follows the
-latents (e.g. the object's position), and paper 002's Fig. 3 (test images over their P(T|X))."""
+latents (e.g. the object's position), its mass on the digit per cell of a canvas (which cells keep the digit and
+which put their mass on blank crops), and paper 002's Fig. 3 (test images over their P(T|X))."""
 
 from __future__ import annotations
 
@@ -22,13 +23,49 @@ def channel_probabilities(objective: Any, x: torch.Tensor, batch_size: int = 256
                       for i in range(0, len(x), batch_size)]).numpy()
 
 
+CELL_KEPT = 0.5  # a canvas cell keeps the digit where at least this share of P(T|X) is on crops with ink
+
+
+def mass_per_cell(mass: np.ndarray, cells: np.ndarray, n: int = 3) -> list[float]:
+    """The mean of ``mass`` (N,: each canvas's P(T|X) mass on crops with ink) over the canvases whose digit sits in
+    each cell of the n x n grid, row-major (cell row * n + column; ``cells`` (N, 2) as row, column); NaN for a cell
+    no canvas has."""
+    index = np.asarray(cells[:, 0], int) * n + np.asarray(cells[:, 1], int)
+    return [float(mass[index == k].mean()) if (index == k).any() else math.nan for k in range(n * n)]
+
+
+def cells_on_blank(per_cell: list[float]) -> int:
+    """How many cells (with canvases) put less than ``CELL_KEPT`` of their mass on crops with ink."""
+    return sum(1 for v in per_cell if not math.isnan(v) and v < CELL_KEPT)
+
+
+def cell_columns(per_cell: list[float]) -> dict[str, float]:
+    """{"mass_cell_K": mass, ..., "cells_on_blank": count}: a table's columns of ``mass_per_cell`` (the count NaN
+    where no cell has a canvas)."""
+    known = any(not math.isnan(v) for v in per_cell)
+    return {**{f"mass_cell_{k}": v for k, v in enumerate(per_cell)},
+            "cells_on_blank": float(cells_on_blank(per_cell)) if known else math.nan}
+
+
+def canvas_cells(latents: np.ndarray, latent_names: list[str] | None) -> np.ndarray | None:
+    """(N, 2) each canvas's digit cell (row, column) from a canvas store's latents ``cell_row``, ``cell_col``;
+    None for a store without them."""
+    names = list(latent_names or [])
+    if "cell_row" not in names or "cell_col" not in names:
+        return None
+    return np.stack([latents[:, names.index("cell_row")], latents[:, names.index("cell_col")]], axis=1)
+
+
 def channel_summary(probs: np.ndarray, images: np.ndarray, grid: CropGrid, latents: np.ndarray | None = None,
-                    latent_names: list[str] | None = None, object_px: np.ndarray | None = None) -> dict[str, Any]:
+                    latent_names: list[str] | None = None, object_px: np.ndarray | None = None,
+                    cells: np.ndarray | None = None, n_cells: int = 3) -> dict[str, Any]:
     """Statistics of P(T|X) (N, T) over uint8 images (N, H, W, 3) on ``grid``: the mass on non-blank crops
     (mean, and the share of images with more than 0.9 of it there), the entropy against the uniform channel's
     log |T|, the largest crop probability, the mean map over the grid, |Pearson r| between the expected crop
     centre (row, column) and each latent, and with ``object_px`` (N, 2: each image's object centre as row,
-    column) the mass on crops that contain it, against the uniform channel's."""
+    column) the mass on crops that contain it, against the uniform channel's; with ``cells`` (N, 2: each canvas's
+    digit cell as row, column, of an ``n_cells`` x ``n_cells`` grid) the mass on non-blank crops per cell
+    (``mass_per_cell``) and the cells that put less than half of it there (``cells_on_blank``)."""
     nonblank = nonblank_crops(torch.from_numpy(images), grid).numpy()
     mass = (probs * nonblank).sum(axis=1)
     entropy = -(probs * np.log(np.where(probs > 0, probs, 1.0))).sum(axis=1)
@@ -41,6 +78,9 @@ def channel_summary(probs: np.ndarray, images: np.ndarray, grid: CropGrid, laten
         "max_probability": float(probs.max(axis=1).mean()),
         "mean_map": probs.mean(axis=0).reshape(grid.side, grid.side).round(5).tolist(),
     }
+    if cells is not None:
+        out["mass_per_cell"] = mass_per_cell(mass, cells, n_cells)
+        out["cells_on_blank"] = cells_on_blank(out["mass_per_cell"])
     if object_px is not None:
         holds = crops_holding(object_px, grid)
         out["mass_on_object"] = float((probs * holds).sum(axis=1).mean())
@@ -112,7 +152,8 @@ def summarise_run(run: Any, info: Any, rows: np.ndarray, device: str = "cpu",
     probs = channel_probabilities(objective, x)
     classes = read_rows(group["classes"], span, info.path)[rows - rows[0]] if "classes" in group else None
     centre = object_centres(info.attrs, latents, classes, images.shape[1])
-    out = channel_summary(probs, images, objective.grid, latents, info.latent_names, centre)
+    out = channel_summary(probs, images, objective.grid, latents, info.latent_names, centre,
+                          canvas_cells(latents, info.latent_names))
     if figure is not None:
         out["figure"] = str(channel_figure(images, probs, objective.grid, figure))
     return out

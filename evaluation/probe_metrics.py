@@ -90,13 +90,21 @@ CRL_TAC_LAYERS = {"head": "output", "f": "inner", "head_top": "output_top", "f_t
 class CrlTac(Metric):
     """Paper 002's scores of a run with a crop channel (crl_tac): linear class accuracy of the head and of f under
     E_P(T|X) and the top-8 crops, for a frozen (uniform) channel the oracle ablation (averaged over the crops of the
-    digit's cell), the uniformity potential of the head, and P(T|X)'s mass on non-blank crops and entropy."""
+    digit's cell), the uniformity potential of the head, and P(T|X)'s mass on non-blank crops and entropy; on a
+    canvas store (latents cell_row, cell_col) that mass per cell of the 3 x 3 grid the digit sits in
+    (``mass_cell_K``, K = row * 3 + column, the mean over the score canvases with the digit there; NaN elsewhere)
+    and ``cells_on_blank``, the cells where less than half of it is on the digit (the channel keeps the blank
+    canvas there). The JSON also keeps the nine as the list ``mass_per_cell``."""
 
     needs = frozenset({"codes", "run", "store", "labels"})
-    columns = ("head", "f", "head_top", "f_top", "head_oracle", "f_oracle", "potential", "mass", "entropy")
+    columns = ("head", "f", "head_top", "f_top", "head_oracle", "f_oracle", "potential", "mass", "entropy",
+               *(f"mass_cell_{k}" for k in range(9)), "cells_on_blank")
+    # 2: P(T|X)'s mass on the digit per canvas cell and the cells on the blank canvas (issue: CRL-TAC goes the
+    # wrong way with training)
+    version = 2
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.channel import cell_oracle, channel_summary
+        from ident3d.evaluation.channel import canvas_cells, cell_columns, cell_oracle, channel_summary
         from ident3d.evaluation.probes import linear_probe_accuracy
         from ident3d.evaluation.uniformity import uniformity
         from ident3d.ingest.datasets import CANVAS_CELLS
@@ -108,8 +116,11 @@ class CrlTac(Metric):
         y_fit, y_score = split_classes(data)
         n = len(y_fit)
         oracle = None
+        cells = (canvas_cells(data.encoded["latents"], data.store.latent_names)
+                 if data.encoded is not None and "latents" in data.encoded else None)
         if not objective.train_channel:
-            cells = np.stack([store_labels(data, "cell_row"), store_labels(data, "cell_col")], axis=1)
+            if cells is None:
+                cells = np.stack([store_labels(data, "cell_row"), store_labels(data, "cell_col")], axis=1)
             oracle = cell_oracle(cells, objective.grid, data.store.image_size // CANVAS_CELLS)
         layers, averaged = represent(objective, run.cfg, images, oracle)
         out = {name: linear_probe_accuracy(layers[key][:n], y_fit, layers[key][n:], y_score)
@@ -118,8 +129,12 @@ class CrlTac(Metric):
             out[name] = (linear_probe_accuracy(averaged[key][:n], y_fit, averaged[key][n:], y_score)
                          if averaged else math.nan)
         out["potential"] = math.exp(uniformity(layers["output"][n:]))
-        summary = channel_summary(layers["probs"][n:], images[n:], objective.grid)
+        summary = channel_summary(layers["probs"][n:], images[n:], objective.grid,
+                                  cells=None if cells is None else cells[n:], n_cells=CANVAS_CELLS)
         out["mass"], out["entropy"] = summary["mass_on_nonblank"], summary["entropy"]
+        per_cell = summary.get("mass_per_cell", [math.nan] * CANVAS_CELLS ** 2)
+        out.update(cell_columns(per_cell))
+        out["mass_per_cell"] = per_cell
         return out
 
 

@@ -16,7 +16,16 @@ import numpy as np
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH, ceiling_fractions, chance_levels, fraction_markdown, verdict
-from ident3d.pipelines.cells import SCORING_KEY, Cell, claim_cell, read_marker, run_settings, scored, scoring_key, write_marker
+from ident3d.pipelines.cells import (
+    SCORING_KEY,
+    Cell,
+    claim_cell,
+    read_marker,
+    run_settings,
+    scored,
+    scoring_key,
+    write_marker,
+)
 from ident3d.pipelines.experiment import (
     ExperimentKind,
     cell_dir,

@@ -6,12 +6,18 @@ InfoNCE bound below; the *channel* phase draws m crops uniformly, evaluates obje
 bound) with the crops weighted by P(T|X) (encoder frozen; every image, the anchor's own included, weighs the same
 in the denominator, as in the paper's eq. (19)) and subtracts lambda * H(T|X). With the channel frozen
 at its uniform start (``train_channel=False``) this is the SimCLR baseline of the paper, the same code.
+
+The choices the paper leaves open are hyperparameters whose defaults are the behaviour before they existed (the
+levers of the issue "CRL-TAC goes the wrong way with training"): the channel's optimiser and rate
+(``crl_tac_optim``), how often it steps, its start (``crl_tac_start``; the start on the digit only as a named
+control), entropy annealing, 1-channel [0, 1] input (``crl_tac_input``) and objective (2) over all crops
+(``crl_tac_exact``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -22,6 +28,10 @@ from ident3d.training.channel import ChannelNet, crop_grid, cut, sample_crops
 from ident3d.training.encoder_base import Encoder
 from ident3d.training.hparams import Count, NonNegative, Positive, Range
 from ident3d.training.objectives.base import Objective
+from ident3d.training.objectives.crl_tac_exact import all_crops_loss
+from ident3d.training.objectives.crl_tac_input import UnitGray, one_input_channel
+from ident3d.training.objectives.crl_tac_optim import OwnOptimiser
+from ident3d.training.objectives.crl_tac_start import init_last_layer, ink_crops, shaped_log_probs
 from ident3d.training.registry import OBJECTIVES
 
 CROPS_PER_PASS = 1024  # crops encoded at once when a representation averages over every crop of an image
@@ -69,6 +79,14 @@ def weighted_views_nce(z: torch.Tensor, log_weights: torch.Tensor | None, beta: 
     return (w * (neg - pos)).sum() / (b * m)
 
 
+def annealed(step: int, start: float | None, end: float, steps: int) -> float:
+    """A weight moved linearly from ``start`` at step 0 to ``end`` at step ``steps`` and kept there (``start``
+    None: ``end`` throughout)."""
+    if start is None:
+        return end
+    return start + (end - start) * min(1.0, step / steps)
+
+
 def channel_entropy(log_probs: torch.Tensor) -> torch.Tensor:
     """Mean over the batch of H(T|X=x) = -sum_t P(t|x) log P(t|x), in nats, from log-probabilities (B, T)."""
     p = log_probs.exp()
@@ -96,6 +114,25 @@ class CRLTAC(Objective):
             (default true; false is the code before that fix, an ablation of results/crl_tac_mnist5k).
         channel_warmup: hold the channel at its start for this many first steps (default 0).
         channel_draws: uniform crops per image in the channel phase (default: m).
+    The levers (each default is the behaviour before it existed):
+        channel_optimizer, channel_lr: the channel's own optimiser, "adam" or "sgd" (plain p - lr * grad), at its
+            own constant rate channel_lr (default: none, the channel is in the trainer's Adam at the shared rate and
+            schedule; "sgd" needs channel_lr). ``ident3d.training.objectives.crl_tac_optim``.
+        encoder_steps_per_channel_step: the channel steps once per this many steps, after the encoder's (default 1:
+            every step); on the other steps its phase moves nothing (no gradient, no optimiser moment).
+        channel_init: "uniform" (default: the zero last layer), "random" (its weights and bias N(0,
+            channel_init_std^2)) or "control_digit", a CONTROL, not a reproduction: control_nats (default 5) added to
+            the logits of every crop holding ink, so P(T|X) starts on the digit (and keeps that offset).
+        channel_temperature: P(T|X) = softmax(logits / T) (default 1).
+        entropy_start, entropy_anneal_steps: lambda moves linearly from entropy_start at step 0 to entropy_weight at
+            step entropy_anneal_steps (default: no annealing).
+        input_format: "normalised" (default: 3 channels standardised with the store's statistics) or "gray01"
+            (1 channel in [0, 1], as the paper feeds MNIST; both networks' first convolutions take 1 channel).
+            ``ident3d.training.objectives.crl_tac_input``.
+        channel_crops: "sampled" (default: objective (2) estimated from channel_draws uniform crops per image) or
+            "all" (objective (2), or its Jensen bound with channel_bound jensen, over every crop of every image of
+            the batch, the anchor in the denominator as eq. (19); ``crl_tac_exact``). channel_bound exact is
+            objective (2) on the sampled crops, not this.
     Needs ``--views learned_crop``; the encoder sees crops (e.g. ``--encoder tac_cnn --out-dim 50``), the
     representation of an image is E_{P(T|X)}[h(T(X))] over every crop, normalised (``features``: E[f(T(X))]).
     """
@@ -107,8 +144,21 @@ class CRLTAC(Objective):
                  stride: Count | None = None, top: Count = 8, channel_bound: Literal["jensen", "exact"] = "exact",
                  channel_net: Literal["fast", "paper"] = "fast", channel_anchor: bool = True,
                  channel_warmup: Annotated[int, Range(ge=0)] = 0,
-                 channel_draws: Annotated[int, Range(ge=2)] | None = None):
+                 channel_draws: Annotated[int, Range(ge=2)] | None = None,
+                 channel_optimizer: Literal["adam", "sgd"] = "adam", channel_lr: Positive | None = None,
+                 encoder_steps_per_channel_step: Count = 1,
+                 channel_init: Literal["uniform", "random", "control_digit"] = "uniform",
+                 channel_init_std: NonNegative = 0.01, control_nats: Positive = 5.0,
+                 channel_temperature: Positive = 1.0, entropy_start: NonNegative | None = None,
+                 entropy_anneal_steps: Annotated[int, Range(ge=0)] = 0,
+                 input_format: Literal["normalised", "gray01"] = "normalised",
+                 channel_crops: Literal["sampled", "all"] = "sampled"):
         super().__init__(encoder)
+        if channel_optimizer == "sgd" and channel_lr is None:
+            raise UserError("crl_tac: channel_optimizer sgd needs its own rate, channel_lr")
+        if entropy_start is not None and entropy_anneal_steps == 0:
+            raise UserError("crl_tac: entropy_start needs entropy_anneal_steps >= 1 (the steps to reach "
+                            "entropy_weight)")
         self.jensen = channel_bound == "jensen"
         if not isinstance(encoder, Encoder) or not encoder.image_size:
             raise UserError("crl_tac needs an image encoder (e.g. --encoder tac_cnn)")
@@ -116,11 +166,60 @@ class CRLTAC(Objective):
         self.beta, self.m, self.entropy_weight, self.top = float(beta), m, float(entropy_weight), max(1, int(top))
         self.train_channel = bool(train_channel)
         self.channel = ChannelNet(self.grid.n, layout=channel_net, image_size=int(encoder.image_size))
+        init_last_layer(self.channel, channel_init, float(channel_init_std))
+        if input_format == "gray01":
+            self.gray = UnitGray()
+            one_input_channel(self.encoder)
+            one_input_channel(self.channel)
         self.channel.requires_grad_(self.train_channel)
         self.phases = ("encoder", "channel") if self.train_channel else ("encoder",)
         self.anchor, self.warmup = bool(channel_anchor), int(channel_warmup)
         self.draws = m if channel_draws is None else int(channel_draws)  # crops per image in the channel phase
         self.draws_per_image = m + self.draws  # uniforms the view maker supplies: m, then the channel phase's
+        self.every = int(encoder_steps_per_channel_step)
+        self.control = float(control_nats) if channel_init == "control_digit" else None
+        self.temperature = float(channel_temperature)
+        self.shaped = self.control is not None or self.temperature != 1.0  # else P(T|X) is the network's own
+        self.entropy_start = None if entropy_start is None else float(entropy_start)
+        self.anneal_steps = int(entropy_anneal_steps)
+        self.all_crops = channel_crops == "all"
+        if self.train_channel and channel_lr is not None:  # left out of the trainer's Adam (``param_groups``)
+            self.channel_optimiser = OwnOptimiser(self.channel.parameters(), channel_optimizer, channel_lr)
+
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """The input both networks see: the standardised images, or with input_format gray01 1 channel in [0, 1]."""
+        return self.gray(x) if hasattr(self, "gray") else x
+
+    def set_input_normalisation(self, mean: list[float], std: list[float]) -> None:
+        """The store's statistics the view maker standardises with (``learned_crop``'s ``bind``): kept, with the
+        weights, where input_format gray01 undoes them; nothing otherwise."""
+        if hasattr(self, "gray"):
+            self.gray.set_normalisation(mean, std)
+
+    def log_probs(self, x: torch.Tensor) -> torch.Tensor:
+        """log P(T|X) (B, T) of prepared images: the channel network's, or shaped by the control start's prior on
+        crops with ink and the temperature."""
+        if not self.shaped:
+            return self.channel(x)
+        prior = self.control * ink_crops(x, self.grid) if self.control is not None else None
+        return shaped_log_probs(self.channel.net(x), prior, self.temperature)
+
+    def entropy_weight_at(self, step: int) -> float:
+        """lambda at ``step`` (annealed from entropy_start when given)."""
+        return annealed(step, self.entropy_start, self.entropy_weight, self.anneal_steps)
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Every parameter in the trainer's optimiser, but a channel on its own optimiser."""
+        if not hasattr(self, "channel_optimiser"):
+            return super().param_groups()
+        own = {id(p) for p in self.channel.parameters()}
+        return [{"params": [p for p in self.parameters() if id(p) not in own]}]
+
+    @torch.no_grad()
+    def after_step(self, step: int, total_steps: int) -> None:
+        """Step a channel on its own optimiser (the channel phase, the last, has left its gradients)."""
+        if hasattr(self, "channel_optimiser"):
+            self.channel_optimiser.step()
 
     def embed(self, crops: torch.Tensor) -> torch.Tensor:
         """h(T(X)) on the unit sphere, for a batch of crops (the same path as evaluation's ``crop_outputs``)."""
@@ -131,10 +230,11 @@ class CRLTAC(Objective):
         """One phase's loss from [whole images (B, C, H, W), uniforms (B, m + channel_draws)]
         (``ident3d.training.views.learned_crop``)."""
         x, u = views
+        x = self.prepare(x)
         b = x.shape[0]
         if phase == "encoder":
             with torch.no_grad():
-                log_p = self.channel(x)
+                log_p = self.log_probs(x)
                 idx = sample_crops(log_p.exp(), u[:, :self.m])
             z = self.embed(cut(x, idx, self.grid)).view(b, self.m, -1)
             pos_sim = (z[:, 0] * z[:, 1]).sum(dim=1).mean()
@@ -142,23 +242,36 @@ class CRLTAC(Objective):
                     "channel_entropy": channel_entropy(log_p), "channel_max": log_p.exp().max(dim=1).values.mean()}
         if phase != "channel":
             raise ValueError(f"unknown phase {phase!r}")
-        log_p = self.channel(x)
+        log_p = self.log_probs(x)
         if step < self.warmup:  # the channel is held at its start for the first channel_warmup steps
             return {"loss": 0.0 * log_p.sum(), "bound": log_p.new_zeros(()), "entropy": channel_entropy(log_p).detach()}
-        idx = (u[:, self.m:] * self.grid.n).long().clamp_(max=self.grid.n - 1)
-        with torch.no_grad():
-            z = self.embed(cut(x, idx, self.grid)).view(b, self.draws, -1)
+        if (step + 1) % self.every:  # not a channel step: a loss that reaches no parameter, so nothing moves
+            return {"loss": torch.zeros((), device=x.device, requires_grad=True), "bound": log_p.new_zeros(()),
+                    "entropy": channel_entropy(log_p).detach()}
         entropy = channel_entropy(log_p)
-        bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta, jensen=self.jensen,
-                                   anchor_in_denominator=self.anchor)
-        return {"loss": bound - self.entropy_weight * entropy, "bound": bound.detach(), "entropy": entropy.detach()}
+        if self.all_crops:
+            with torch.no_grad():
+                _, h = self._crop_outputs(x)
+            bound = all_crops_loss(h, log_p, self.beta, jensen=self.jensen)
+        else:
+            idx = (u[:, self.m:] * self.grid.n).long().clamp_(max=self.grid.n - 1)
+            with torch.no_grad():
+                z = self.embed(cut(x, idx, self.grid)).view(b, self.draws, -1)
+            bound = weighted_views_nce(z, log_p.gather(1, idx), self.beta, jensen=self.jensen,
+                                       anchor_in_denominator=self.anchor)
+        loss = bound - self.entropy_weight_at(step) * entropy
+        return {"loss": loss, "bound": bound.detach(), "entropy": entropy.detach()}
 
     def probabilities(self, x: torch.Tensor) -> torch.Tensor:
         """P(T|X) (B, T) over the crop grid."""
-        return self.channel(x).exp()
+        return self.log_probs(self.prepare(x)).exp()
 
     def crop_outputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(f, h) of every crop of every image: (B, T, F) inner features and (B, T, D) unit-norm outputs."""
+        return self._crop_outputs(self.prepare(x))
+
+    def _crop_outputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``crop_outputs`` of prepared images."""
         t = self.grid.n
         per = max(1, CROPS_PER_PASS // t)
         fs, hs = [], []

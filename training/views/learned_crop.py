@@ -36,5 +36,9 @@ class LearnedCrop(ViewMaker):
         return [x, u]
 
     def bind(self, dataset: StoreBatches, objective: Objective, seed: int) -> None:
-        """Hand over as many uniforms per image as the objective samples crops with."""
+        """Hand over as many uniforms per image as the objective samples crops with, and tell it the statistics
+        the images are standardised with (crl_tac's input_format gray01 undoes them)."""
         self.draws = objective.draws_per_image
+        set_input = getattr(objective, "set_input_normalisation", None)
+        if set_input is not None:
+            set_input(list(self.normalize.mean), list(self.normalize.std))
