@@ -1,5 +1,6 @@
 """Object-centric metrics against constructed cases with known answers, and against plain formulas
-written here (pair-counting ARI, least-squares R^2 by numpy, brute-force matching); the public wrappers in
+written here or in tests/test_object_metric_parity.py (pair-counting ARI, least-squares R^2 by numpy, brute-force
+matching); the public wrappers in
 ``ident3d.metrics`` equal them and refuse misuse in one line. Brady's SIS against a plain implementation of its
 definition: tests/test_object_metric_parity.py."""
 
@@ -7,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from test_object_metric_parity import pair_counting_ari
 
 import ident3d.metrics as M
 from ident3d.causal.errors import UserError
@@ -22,18 +24,6 @@ from ident3d.evaluation.object_metrics import (
 )
 
 N_OBJ, N_SLOT, DIM = 3, 4, 2
-
-
-def pair_counting_ari(a, b):
-    """ARI by counting pixel pairs: together in a, together in b, together in both."""
-    both = same_a = same_b = total = 0
-    for i, j in itertools.combinations(range(len(a)), 2):
-        total += 1
-        same_a += a[i] == a[j]
-        same_b += b[i] == b[j]
-        both += (a[i] == a[j]) and (b[i] == b[j])
-    expected = same_a * same_b / total
-    return (both - expected) / ((same_a + same_b) / 2 - expected)
 
 
 def lstsq_r2(x_fit, y_fit, x_score, y_score):
