@@ -40,7 +40,7 @@ def plain_mutual_info(a, b):
     """Plug-in mutual information (nats) of two discrete sequences, by counting pairs."""
     n = len(a)
     joint, ca, cb = {}, {}, {}
-    for u, v in zip(a.tolist(), b.tolist()):
+    for u, v in zip(a.tolist(), b.tolist(), strict=True):
         joint[(u, v)] = joint.get((u, v), 0) + 1
         ca[u] = ca.get(u, 0) + 1
         cb[v] = cb.get(v, 0) + 1
@@ -84,7 +84,7 @@ def plain_sap_matrix(z, c):
         for j in range(z.shape[1]):
             mz = sum(z[:, j]) / n
             var_z = sum((v - mz) ** 2 for v in z[:, j]) / (n - 1)
-            cov = sum((u - mc) * (v - mz) for u, v in zip(c[:, i], z[:, j])) / (n - 1)
+            cov = sum((u - mc) * (v - mz) for u, v in zip(c[:, i], z[:, j], strict=True)) / (n - 1)
             out[i, j] = cov**2 / (var_c * var_z) if var_c > 1e-12 else 0.0
     return out
 
@@ -123,7 +123,7 @@ def plain_uniform_loss(x, t=2.0, pairs="i!=j"):
     for i in range(n):
         for j in range(n):
             if (i != j) if pairs == "i!=j" else (i < j):
-                terms.append(math.exp(-t * sum((a - b) ** 2 for a, b in zip(x[i], x[j]))))
+                terms.append(math.exp(-t * sum((a - b) ** 2 for a, b in zip(x[i], x[j], strict=True))))
     return math.log(sum(terms) / len(terms))
 
 
