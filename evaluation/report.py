@@ -162,11 +162,14 @@ def marks(cols: Sequence[Column], style: set[str]) -> dict[str, str]:
 
 def table_row(r2: np.ndarray, latent_names: Sequence[str], cols: Sequence[Column],
               class_acc: float | None) -> dict[str, float]:
-    """One row of the report: class accuracy and the mean R^2 of each column's latents."""
+    """One row of the report: class accuracy and the mean R^2 of each column's latents, an undefined (NaN) latent's
+    left out (``evaluation.metric_inputs.defined_mean``; a column with none defined is NaN)."""
+    from ident3d.evaluation.metric_inputs import defined_mean
+
     index = {n: i for i, n in enumerate(latent_names)}
     row = {"Class": class_acc} if class_acc is not None else {}
     for c in cols:
-        row[c.title] = float(np.mean([r2[index[n]] for n in c.latents]))
+        row[c.title] = defined_mean([r2[index[n]] for n in c.latents])
     return row
 
 

@@ -26,7 +26,6 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     from ident3d.evaluation import linear_probe_accuracy
     from ident3d.evaluation.encode import encode_store
     from ident3d.evaluation.mcc import report_mcc
-    from ident3d.evaluation.metric_inputs import defined_mean
     from ident3d.evaluation.regression import r2_or_undefined
     from ident3d.evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
     from ident3d.evaluation.uniformity import uniformity
@@ -74,9 +73,7 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
         acc = None
         if "classes" in enc:
             acc = linear_probe_accuracy(zf, enc["classes"][:fit_n], zs, enc["classes"][fit_n:])
-        row = table_row(ker.scores, names, cols, acc)
-        at = {n: i for i, n in enumerate(names)}  # a column's mean leaves its undefined (NaN) latents out
-        row.update({c.title: defined_mean([ker.scores[at[n]] for n in c.latents]) for c in cols})
+        row = table_row(ker.scores, names, cols, acc)  # a column's mean leaves its undefined (NaN) latents out
         # MCC under the name of what it is: cl-ica's at equal widths, of the content block for a narrower layer, the
         # best-K matching (not cl-ica's MCC) for a wider one up to 512 dims; the old key stays, None unless cl-ica's
         corr = report_mcc(yf, zf, ys, zs, names, [n for n in names if n not in style.latents], wider=z.shape[1] <= 512)

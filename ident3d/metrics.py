@@ -169,11 +169,8 @@ def content_style(*, factors: Any, codes: Any, factors_test: Any, codes_test: An
     block = {part: [s for n, s in zip(names, result.scores, strict=True) if (n in style) == (part == "style")]
              for part in ("content", "style")}
     mean = {part: defined_mean(v) if v else None for part, v in block.items()}  # undefined (NaN) factors left out
-    at = {n: i for i, n in enumerate(names)}
-    row = table_row(result.scores, names, cols, None)
-    row.update({c.title: defined_mean([result.scores[at[n]] for n in c.latents]) for c in cols})
     return ContentStyle(mean["content"], mean["style"], dict(zip(names, result.scores.tolist(), strict=True)),
-                        row, marks(cols, style), result.method,
+                        table_row(result.scores, names, cols, None), marks(cols, style), result.method,
                         {names[j]: why for j, why in result.undefined.items()})
 
 
