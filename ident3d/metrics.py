@@ -326,19 +326,6 @@ def _choice(metric: str, name: str, value: Any, choices: tuple[str, ...]) -> Non
         raise _refuse(metric, f"{name} must be one of {', '.join(choices)}, got {value!r}")
 
 
-def _seed(metric: str, seed: Any) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise _refuse(metric, f"seed must be a whole number >= 0, got {seed!r}")
-
-
-def _calling(metric: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn(...)``, its one-line refusal (too few objects, ...) naming the public function."""
-    try:
-        return fn(*args, **kwargs)
-    except UserError as exc:
-        raise _refuse(metric, str(exc)) from None
-
-
 def _mask_ids(metric: str, masks: Any, name: str, kind: str) -> np.ndarray:
     """Masks of whole-number, non-negative ids as an int array (``kind``: what the ids are)."""
     try:
@@ -397,7 +384,8 @@ def fg_ari(*, true_masks: Any, pred_masks: Any) -> FgAriResult:
     Not detectable: two (N, H, W) id arrays swapped (both are whole numbers); the score then reads the foreground
     from the predicted slots (slot 0 taken as background), so pass true masks as ``true_masks``."""
     t, p = _masks("fg_ari", true_masks, pred_masks)
-    return _calling("fg_ari", _objects.fg_ari_result, t, p)
+    with _named("fg_ari"):
+        return _objects.fg_ari_result(t, p)
 
 
 def slot_r2(*, objects: Any, slots: Any, objects_test: Any, slots_test: Any, present: Any = None,
@@ -413,9 +401,10 @@ def slot_r2(*, objects: Any, slots: Any, objects_test: Any, slots_test: Any, pre
     not booleans of shape (N, K), too few present objects to fit (the bound is L + 2 in the fit split, 2 in the test
     split), an unknown readout."""
     _choice("slot_r2", "readout", readout, _objects.READOUTS)
-    _seed("slot_r2", seed)
+    _whole("slot_r2", "seed", seed, 0)
     z, x, p, fit, score = _slot_splits("slot_r2", objects, slots, objects_test, slots_test, present, present_test)
-    return _calling("slot_r2", _objects.slot_r2, z, x, fit, score, p, readout=readout, seed=seed)
+    with _named("slot_r2"):
+        return _objects.slot_r2(z, x, fit, score, p, readout=readout, seed=seed)
 
 
 def slot_r2_masks(*, objects: Any, slots: Any, true_masks: Any, pred_masks: Any, objects_test: Any, slots_test: Any,
@@ -443,7 +432,8 @@ def slot_r2_masks(*, objects: Any, slots: Any, true_masks: Any, pred_masks: Any,
             raise _refuse("slot_r2_masks", f"pred_masks{split} has {slots_in_masks} slots, slots has {s}")
     hard = [(t, pr.argmax(1) if pr.ndim == 4 else pr) for t, pr in masks]
     t_all, p_all = np.concatenate([h[0] for h in hard]), np.concatenate([h[1] for h in hard])
-    return _calling("slot_r2_masks", _objects.slot_r2_masks, z, x, t_all, p_all, fit, score, p)
+    with _named("slot_r2_masks"):
+        return _objects.slot_r2_masks(z, x, t_all, p_all, fit, score, p)
 
 
 def sis(*, objects: Any, slots: Any, objects_test: Any, slots_test: Any, present: Any = None,
@@ -458,9 +448,10 @@ def sis(*, objects: Any, slots: Any, objects_test: Any, slots_test: Any, present
     ``readout`` linear (least squares with an intercept) or mlp (a seeded depth-5 MLP, as Brady et al.'s). The
     arrays and refusals of :func:`slot_r2`; also refused: fewer than 2 objects per image. Continuous latents only."""
     _choice("sis", "readout", readout, _objects.READOUTS)
-    _seed("sis", seed)
+    _whole("sis", "seed", seed, 0)
     z, x, p, fit, score = _slot_splits("sis", objects, slots, objects_test, slots_test, present, present_test)
-    return _calling("sis", _objects.slot_identifiability_score, z, x, fit, score, p, readout=readout, seed=seed)
+    with _named("sis"):
+        return _objects.slot_identifiability_score(z, x, fit, score, p, readout=readout, seed=seed)
 
 
 def block_mcc(*, objects: Any, codes: Any, block_sizes: Sequence[int], readout: str = "tree",
@@ -476,7 +467,7 @@ def block_mcc(*, objects: Any, codes: Any, block_sizes: Sequence[int], readout: 
     ``codes`` (N, L) with sum(block_sizes) == L. Also refused: sample counts that differ, non-finite values, block
     sizes that are not whole numbers >= 1, fewer samples than the largest block + 2 (tree: 4), an unknown readout."""
     _choice("block_mcc", "readout", readout, _objects.BLOCK_READOUTS)
-    _seed("block_mcc", seed)
+    _whole("block_mcc", "seed", seed, 0)
     z = _tensor("block_mcc", objects, "objects", _OBJECTS, _FLAT_OBJECTS)
     c = _matrix("block_mcc", codes, "codes")
     if len(z) != len(c):
@@ -489,7 +480,8 @@ def block_mcc(*, objects: Any, codes: Any, block_sizes: Sequence[int], readout: 
     needed = 4 if readout == "tree" else max(sizes) + 2
     if len(z) < needed:
         raise _refuse("block_mcc", f"needs at least {needed} samples, got {len(z)}")
-    return _calling("block_mcc", _objects.block_mcc, z, c, [int(b) for b in sizes], readout=readout, seed=seed)
+    with _named("block_mcc"):
+        return _objects.block_mcc(z, c, [int(b) for b in sizes], readout=readout, seed=seed)
 
 
 __all__ = ["BlockMccResult", "ContentStyle", "FgAriResult", "SISResult", "SlotR2Result", "block_mcc", "content_style",
