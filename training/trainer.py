@@ -2,8 +2,10 @@
 exact resume, a metrics log (JSONL + CSV, optional TensorBoard), a progress bar, NaN/inf guard,
 and optional DDP under ``torchrun``.
 
-Everything random is a function of (seed, step): the model's initial weights, batch b's rows
-(``ident3d.training.data``) and the view maker's generator, so resuming from a checkpoint continues exactly.
+Everything the trainer draws is a function of (seed, step): the model's initial weights, batch b's rows
+(``ident3d.training.data``) and the view maker's generator. What a model draws from the global streams (Slot
+Attention's initial slots, a VAE's noise) is saved with each checkpoint (``ident3d.training.rng_state``), so
+resuming from a checkpoint continues exactly.
 
 Under DDP (``torchrun``) ``batch_size`` is the global batch: rank r trains on slice r of the rows a single
 process would use, the objectives gather the embeddings of all ranks so their losses (negatives, batch
@@ -35,6 +37,7 @@ from torch import nn
 from ident3d.causal.errors import UserError
 from ident3d.causal.rng import stream_key
 from ident3d.training.config import TrainConfig
+from ident3d.training import rng_state
 from ident3d.training.distributed import mean_across_ranks
 from ident3d.training.run_dir import CHECKPOINT, load_checkpoint, write_config
 from ident3d.training.schedule import lr_factor
@@ -276,6 +279,8 @@ def _fit(cfg: TrainConfig, run: Any, run_dir: Path, device: torch.device, state:
     timer = StepTimer(start, cfg.steps, say if rank == 0 else None)
     done, saved = start, start if state is not None else 0
     stop = StopRequest(active=world == 1)
+    if state is not None:  # last: the global streams as the checkpoint left them, whatever set-up drew
+        rng_state.restore(state.get("rng"))
     try:
         with stop:
             for step in range(start, cfg.steps):
@@ -362,9 +367,9 @@ class StepTimer:
 def save_checkpoint(path: Path, objective: nn.Module, optimizer: torch.optim.Optimizer, step: int,
                     cfg: TrainConfig, seconds: float = 0.0) -> None:
     """Write atomically (temp file + rename) so an interrupted save never leaves a broken checkpoint; ``seconds``
-    is the training time so far (a resumed run counts on from it)."""
+    is the training time so far (a resumed run counts on from it); the global random streams go with it."""
     tmp = path.with_suffix(".tmp")
     torch.save({"step": step, "model": objective.state_dict(), "optimizer": optimizer.state_dict(),
-                "config": asdict(cfg), "seconds": round(seconds, 3)}, tmp)
+                "config": asdict(cfg), "seconds": round(seconds, 3), "rng": rng_state.capture()}, tmp)
     os.replace(tmp, path)
 
