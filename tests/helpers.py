@@ -163,3 +163,17 @@ def inject_before_commit(monkeypatch, hook) -> None:
         return driver.run(replace(plan, job=replace(plan.job, before_commit=hook)), **kwargs)
 
     monkeypatch.setattr(api, "run", run)
+
+
+def peak_mb(call):
+    """``call()``'s result and the most memory (MB) Python and NumPy held during it (``tracemalloc``): a refusal
+    made before the work allocates next to nothing, whatever else the machine is doing (a wall-clock bound fails on
+    a busy machine, issue 42 §4)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()

@@ -61,28 +61,31 @@ def test_missing_config_exit_2(tmp_path):
     assert r.returncode == 2 and "not found" in r.stderr
 
 
-def test_demo_shows_progress_within_10_seconds(tmp_path):
-    """The demo says what it does at once and shows the render progress bar within 10 s (measured: the line at 0.5 s,
-    the bar at about 5 s on 2 cores); the run is then stopped."""
+def test_demo_says_what_it_does_then_shows_progress_before_the_first_chunk_is_done(tmp_path):
+    """The demo's first output is its one-line plan, and the render progress bar appears before any chunk of the
+    render is finished (at 0 images), so a user sees progress from the first seconds on any machine; the run is then
+    stopped. Order of events, not their times (issue 42 §4: a 10 s bound failed on a busy machine)."""
     proc = subprocess.Popen([sys.executable, "-m", "ident3d.pipelines.cli", "demo", "--out", str(tmp_path / "demo")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    t0, seen = time.monotonic(), {}
+    deadline, events = time.monotonic() + 300, []  # a guard against a hang only
     os.set_blocking(proc.stdout.fileno(), False)
     os.set_blocking(proc.stderr.fileno(), False)
     text = {"out": b"", "err": b""}
     try:
-        while time.monotonic() - t0 < 30 and len(seen) < 2 and proc.poll() is None:
+        while time.monotonic() < deadline and "bar" not in events and proc.poll() is None:
             for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
                 text[name] += stream.read() or b""
-            if "line" not in seen and b"ident3d demo: render 512 + 384" in text["out"]:
-                seen["line"] = time.monotonic() - t0
-            if "bar" not in seen and b"render:" in text["err"] and b"img/s" in text["err"]:
-                seen["bar"] = time.monotonic() - t0
+            if "line" not in events and b"ident3d demo: render 512 + 384" in text["out"]:
+                events.append("line")
+            if "bar" not in events and b"render:" in text["err"]:
+                events.append("bar")
+                first_bar = text["err"][text["err"].index(b"render:"):].split(b"\r")[0]
             time.sleep(0.02)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert seen.get("line", 99) < 10 and seen.get("bar", 99) < 10, (seen, text)
+    assert events == ["line", "bar"], (events, text)
+    assert b"| 0/" in first_bar, first_bar  # shown before the first chunk of images was rendered
 
 
 def test_demo_end_to_end(tmp_path, capsys):

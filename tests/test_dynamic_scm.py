@@ -3,7 +3,6 @@ must-show (an intervened factor forgets its lagged parents, a non-intervened one
 one-line errors, and the built-in Temporal Causal3DIdent spec through the API and ``ident3d scm``."""
 
 import copy
-import time
 
 import numpy as np
 import pytest
@@ -230,10 +229,8 @@ def test_cli_scm_show_bad_dynamic_spec_exits_2(tmp_path, case, node, expected):
 # ----- the built-in spec ---------------------------------------------------------------------------------------
 def test_builtin_spec_loads_validates_and_rolls_out_in_range():
     assert BUILTIN in builtin_names()
-    t0 = time.perf_counter()
     model = load_dynamic_scm(BUILTIN)
     r = model.rollout(500, 8, seed=0)
-    assert time.perf_counter() - t0 < 3.0
     assert r.latents.shape == (500, 8, 10) and np.isfinite(r.latents).all()
     static = load_scm("causal3dident")
     assert set(r.names) == (set(static.names) - {"rot_gamma"}) | {"class"}  # names the renderer already maps

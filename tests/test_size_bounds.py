@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import default_sigint, run_cli, tree_digest
+from helpers import default_sigint, peak_mb, run_cli, tree_digest
 
 import ident3d.pipelines.dataset  # noqa: F401 - imported here, so a refusal's time is its own, not the import's
 import ident3d.pipelines.render  # noqa: F401
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GB = 2**30
 
 
-def refused(r, *fragments, seconds=None):
+def refused(r, *fragments):
     """Exit code 2, one stderr line (no traceback) holding every fragment; returns the line."""
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
@@ -42,11 +42,12 @@ def refused(r, *fragments, seconds=None):
     return lines[0]
 
 
-def timed_cli(*args):
-    """``ident3d ARGS`` in this process and the seconds it took."""
-    t0 = time.perf_counter()
-    r = run_cli(*args)
-    return r, time.perf_counter() - t0
+PEAK_MB = 64  # what a refusal before the work may allocate; the refused work needs gigabytes and more
+
+
+def measured_cli(*args):
+    """``ident3d ARGS`` in this process and the peak MB it allocated (``peak_mb``)."""
+    return peak_mb(lambda: run_cli(*args))
 
 
 # ----- the one bound ---------------------------------------------------------------------------------------------
@@ -81,29 +82,28 @@ def test_a_rollout_is_bounded_by_sequences_length_and_nodes():
 ])
 def test_render_refuses_a_rollout_no_machine_holds_before_drawing_it(tmp_path, sequences, length, fragment):
     out = tmp_path / "x.zarr"
-    r, seconds = timed_cli("render", "--sequences", sequences, "--length", length, "--out", out)
+    r, peak = measured_cli("render", "--sequences", sequences, "--length", length, "--out", out)
     refused(r, fragment, "lower --sequences or --length")
-    assert seconds < 1.0 and not out.exists() and not any(tmp_path.iterdir()), seconds
+    assert peak < PEAK_MB and not out.exists() and not any(tmp_path.iterdir()), peak
 
 
 def test_a_sequence_chunk_no_worker_holds_is_refused_before_the_rollout(tmp_path):
     """One sequence of 10^7 steps in one chunk of 1,024 px frames: refused before its rollout (minutes of steps),
     naming the flags that make a sequence render's chunk."""
     out = tmp_path / "x.zarr"
-    r, seconds = timed_cli("render", "--sequences", 1, "--length", 10**7, "--sequences-per-chunk", 1,
+    r, peak = measured_cli("render", "--sequences", 1, "--length", 10**7, "--sequences-per-chunk", 1,
                            "--resolution", 1024, "--out", out)
     refused(r, "1 worker(s) rendering 1024 px images in chunks of 10,000,000 (x1 with views) need about",
             "lower --resolution, --sequences-per-chunk, --length or --workers")
-    assert seconds < 1.0 and not out.exists() and not any(tmp_path.iterdir()), seconds
+    assert peak < PEAK_MB and not out.exists() and not any(tmp_path.iterdir()), peak
 
 
 def test_a_new_store_of_two_million_images_is_prepared_without_reading_its_flags(tmp_path):
     """A store this run creates has no chunk done: its 31,250 flags are not read (Zarr held ~2.4 KB per chunk
     while it read them, 3-8 s here; a billion images would have taken 37 GB before the first render)."""
     plan = plan_render(tmp_path / "big.zarr", n=2_000_000, settings={"resolution": 16, "samples": 1})
-    t0 = time.perf_counter()
-    _, done = driver.prepare_store(plan, overwrite=False)
-    assert time.perf_counter() - t0 < 1.0 and len(done) == 31_250 and not done.any()
+    (_, done), peak = peak_mb(lambda: driver.prepare_store(plan, overwrite=False))
+    assert peak < 20 and len(done) == 31_250 and not done.any(), peak  # reading the flags held about 75 MB
 
 
 # ----- training's view batch -------------------------------------------------------------------------------------
@@ -132,13 +132,13 @@ def tiny_store(tmp_path_factory):
 def test_train_refuses_views_no_machine_holds_and_leaves_no_run_folder(tiny_store, tmp_path):
     out = tmp_path / "runs" / "simvae"
     digest = tree_digest(tiny_store)
-    r, seconds = timed_cli("train", "--data", tiny_store, "--objective", "simvae", "--views", "paper004_grey",
+    r, peak = measured_cli("train", "--data", tiny_store, "--objective", "simvae", "--views", "paper004_grey",
                            "--n-views", 10**7, "--encoder", "mlp_vae", "--encoder-arg", "channels=1", "--steps", 2,
                            "--batch-size", 64, "--device", "cpu", "--no-progress", "--out", out)
     refused(r, "--batch-size 64 x 10000000 views (640,000,000 images of 8 px) need about",
             "lower --batch-size or --n-views")
     assert not out.exists() and not out.parent.exists() and tree_digest(tiny_store) == digest
-    assert seconds < 1.0, seconds
+    assert peak < PEAK_MB, peak
 
 
 # ----- dataset canvases ------------------------------------------------------------------------------------------
@@ -155,9 +155,9 @@ def test_a_dataset_is_bounded_by_count_size_and_canvas():
 
 def test_dataset_refuses_canvases_no_machine_holds_before_reading_anything(tmp_path):
     out = tmp_path / "c.zarr"
-    r, seconds = timed_cli("dataset", "mnist_canvas", "--size", 512, "--out", out)  # 60,000 x 1,536^2 x 3 canvases
+    r, peak = measured_cli("dataset", "mnist_canvas", "--size", 512, "--out", out)  # 60,000 x 1,536^2 x 3 canvases
     refused(r, "mnist_canvas (train split) with 512 px digits needs about 571.3 GB of memory", "lower --size")
-    assert seconds < 1.0 and not out.exists() and not any(tmp_path.iterdir()), seconds
+    assert peak < PEAK_MB and not out.exists() and not any(tmp_path.iterdir()), peak
 
 
 # ----- Ctrl-C while a render prepares its store ------------------------------------------------------------------
@@ -176,15 +176,14 @@ def test_ctrl_c_while_a_new_store_is_prepared_is_one_line_and_removes_it(tmp_pat
     time.sleep(0.5)  # writing the given latents (~15 s in all on 2 busy cores)
     assert proc.poll() is None, proc.communicate()
     os.killpg(proc.pid, signal.SIGINT)
-    sent = time.time()
     try:
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=120)  # a guard against a hang, not a speed bound
     finally:
         proc.kill()
     assert proc.returncode == 130 and err.count("\n") == 1 and "Traceback" not in err, (proc.returncode, err[-3000:])
     assert err == f"ident3d render: interrupted while preparing {out}, before any chunk was rendered; the partial " \
                   "store was removed: re-run the same command to start it\n"
-    assert time.time() - sent < 10 and not out.exists() and not any(tmp_path.iterdir())
+    assert not out.exists() and not any(tmp_path.iterdir())
 
 
 class InterruptOnCall:
