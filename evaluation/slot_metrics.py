@@ -78,34 +78,45 @@ def object_data(data: ScoringData) -> ObjectData:
 
 def _gather(data: ScoringData) -> ObjectData:
     """``object_data`` read from the encodings and the store."""
-    import zarr
-
-    from ident3d.store.zarr_io import read_rows
-
     enc, info = data.encoded or {}, data.store
     if "slots" not in enc or "slot_masks" not in enc:
         raise UserError("needs an object-centric run whose model gives slots and their masks (objective "
                         "slot_attention or additive_ae)")
-    group = zarr.open_group(info.path, mode="r")
-    if "masks" not in group:
-        raise UserError(f"needs a store with object masks; {info.path} has none (render a multi-object scene, "
-                        "e.g. --scene multi3dident)")
     rows = np.asarray(enc["rows"])
+    masks, present = store_objects(info, rows)
     cols = object_columns(info.scm, info.latent_names)
     latents = np.asarray(enc["latents"], float)
     n_fit = len(data.codes_fit)
     return ObjectData(slots=np.asarray(enc["slots"], float), slot_masks=np.rint(enc["slot_masks"]).astype(np.int64),
-                      masks=read_rows(group["masks"], slice(None), info.path)[rows].astype(np.int64),
-                      present=read_rows(group["present"], slice(None), info.path)[rows].astype(bool),
+                      masks=masks, present=present,
                       latents=np.stack([latents[:, c] for c in cols], axis=1),
                       names=[info.latent_names[i] for i in cols[0]],
                       fit=np.arange(n_fit), score=np.arange(n_fit, len(rows)))
+
+
+def store_objects(info: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The store's masks (N, H, W) int64 and presence (N, K) bool of ``rows``, after holding both arrays against the
+    store format (``ident3d.store.layout.require_layout``): a store without masks, or whose masks or presence are
+    missing, reshaped or short, is one line saying what to run; a damaged chunk one line naming it."""
+    import zarr
+
+    from ident3d.store.attrs import read_attrs
+    from ident3d.store.layout import require_layout
+    from ident3d.store.zarr_io import read_at
+
+    group = zarr.open_group(info.path, mode="r")
+    if "masks" not in require_layout(group, read_attrs(group, info.path), info.path, ("masks", "present")).specs:
+        raise UserError(f"needs a store with object masks; {info.path} has none (render a multi-object scene, "
+                        "e.g. --scene multi3dident)")
+    return (read_at(group["masks"], rows, info.path).astype(np.int64),
+            read_at(group["present"], rows, info.path).astype(bool))
 
 
 class ObjectMetric(Metric):
     """Base of the object-centric metrics: they read the run's slots and the store's masks."""
 
     needs = frozenset({"codes", "store"})
+    data_needs = frozenset({"objects"})
 
 
 @register_metric("fg_ari")

@@ -1,5 +1,5 @@
-"""``ident3d check``: the command-line skin over ``ident3d.store.check`` (decode every done chunk, report and
-repair)."""
+"""``ident3d check``: the command-line skin over ``ident3d.store.check`` (hold every per-row array against the store
+format, decode every done chunk, report and repair)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,16 @@ from ident3d.store.check import check_store, describe, ranges, repair_store
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check", help="decode every chunk of a store; --repair marks damaged chunks to be rendered again",
-        description="Decode every per-row array the store format declares (images, latents, classes, views; a "
-                    "sequence store's sequence, time and interventions) of every chunk marked done and list "
-                    "the damaged ones (chunk, array, the decoder's error) and the chunks not done yet. Exit code 0: "
-                    "no damage; 1: damaged chunks found (and, with --repair, repaired); 2: not a readable store. "
-                    "--repair clears the done flags of exactly the damaged chunks and deletes their damaged chunk "
-                    "files; re-running the same `ident3d render` command then renders exactly those chunks again.",
+        description="Hold every per-row array the store format declares (images, latents, classes, views; a "
+                    "multi-object store's masks, visibility, present and attempts; a sequence store's sequence, time "
+                    "and interventions) against its declared dtype and shape, then decode it in every chunk marked "
+                    "done and list the damaged ones (chunk, array, what is wrong: the decoder's error, a missing "
+                    "chunk file, values no render writes, masks and visibility that disagree) and the chunks not "
+                    "done yet. Exit code 0: no damage; 1: damaged chunks found (and, with --repair, repaired); 2: "
+                    "not a readable store, or an array of another dtype, shape or row count (render the store again "
+                    "with --overwrite). --repair clears the done flags of exactly the damaged chunks, deletes their "
+                    "damaged chunk files and re-creates missing arrays; re-running the same `ident3d render` command "
+                    "then renders exactly those chunks again.",
         epilog="examples:\n"
                "  ident3d check stores/c3d.zarr\n"
                "  ident3d check stores/c3d.zarr --repair && ident3d render ...   # the command that made the store",

@@ -46,10 +46,10 @@ def summary(group: Any, path: str) -> Table:
     if view_names(group):
         rows.append(("pairs", "anchor left, views to the right in the grid"))
     finished = _done_rows(group, path)
-    objects = object_summary(group, finished)
+    objects = object_summary(group, finished, path)
     if objects:
         rows.append(("objects", objects))
-    placed = placement_line(group, finished, a.scm)
+    placed = placement_line(group, finished, a.scm, path)
     if placed:
         rows.append(("placement", placed))
     for k, v in rows:
@@ -117,6 +117,10 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     views = view_names(group)
     prefixes = [""] + [f"views/{v}/" for v in views]
     masks = "masks" in group if masks is None else masks
+    if masks:  # every drawn masks array and the slots of the legend, as declared: else one line saying what to run
+        from ident3d.store.layout import require_layout
+
+        require_layout(group, a, path, [f"{pre}{name}" for pre in prefixes for name in ("masks", "present")])
     names, groups, class_names = a.latent_names, a.latent_groups, a.class_names
     cols = max(1, cols // len(prefixes)) * len(prefixes)
     per_row = cols // len(prefixes)
@@ -284,15 +288,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def _readable(path: str) -> Any:
+    """The store at ``path``, its per-row arrays held against the store format first (``store.layout``): a missing
+    or reshaped array is one line saying what to run, before anything is printed or drawn."""
+    from ident3d.store.layout import require_layout
+    from ident3d.store.zarr_io import open_store
+
+    group = open_store(path)
+    require_layout(group, read_attrs(group, path), path)
+    return group
+
+
 def run(args: argparse.Namespace) -> int:
     """Print each store's summary; with --out save the grid (one store) or the side-by-side figure (several)."""
     from ident3d.causal.errors import UserError
-    from ident3d.store.zarr_io import open_store
 
     if args.count <= 0 or args.cols <= 0:
         raise UserError("--count and --cols must be positive")
     out = check_output(args.out, (".png", ".pdf", ".svg"), args.overwrite) if args.out else None
-    groups = [open_store(path) for path in args.store]
+    groups = [_readable(path) for path in args.store]
     first = read_attrs(groups[0], args.store[0])
     if args.masks and (len(groups) > 1 or first.sequences):
         raise UserError("--masks draws over one store's grid of images; show a single (non-sequence) store with it")

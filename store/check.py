@@ -1,13 +1,29 @@
-"""Store integrity: decode every chunk of every array of the chunks marked done, report the bad ones,
-and repair a store by clearing exactly their ``done`` flags (and deleting their damaged chunk files),
-so that re-running the same render command renders exactly those chunks again.
+"""Store integrity: hold every per-row array of the store against what the store format declares, decode every chunk
+of every array of the chunks marked done, report the bad ones, and repair a store by clearing exactly their ``done``
+flags (and deleting their damaged chunk files), so that re-running the same render command renders exactly those
+chunks again.
 
-A chunk is bad when one of its arrays does not decode (a truncated or garbled file; stores made since
-the zstd checksum was switched on detect any changed byte), when its images file is missing (an
-unwritten chunk reads as zeros), when its latents are not finite or its classes out of range, when a sequence
-store's ``sequence``/``time`` do not match their rows or it has an intervention at step 0, or when its ``done``
-flag itself does not decode. The arrays checked are the store format's list (``ident3d.store.zarr_io.row_arrays``); a
-missing sequence array makes every done chunk bad, and ``--repair`` re-creates it empty for the render to refill.
+Whole arrays first (``ident3d.store.layout``): every declared per-row array (``ident3d.store.zarr_io.declared_arrays``:
+images, latents, classes; a multi-object store's masks, visibility, present and attempts; each view's; a sequence
+store's sequence, time, interventions) must be there with its declared dtype, shape (the images' rows; masks of the
+images' pixels; a column per object slot) and row chunking. An array of another dtype, shape or row count is no
+damage a chunk re-render fixes: that is one line asking to render the store again with ``--overwrite`` (exit 2). A
+missing array makes every done chunk bad, and ``--repair`` re-creates it empty for the render to refill.
+
+Then chunks: a chunk is bad when one of its arrays does not decode (a truncated or garbled file; stores made since
+the zstd checksum was switched on detect any changed byte), when a file of it is missing, when it holds values no
+writer produces (latents not finite, classes out of range, a mask value above the slot count, visible pixels
+negative or more than the image has, no draw in ``attempts``, a sequence store's ``sequence``/``time`` not those of
+their rows or an intervention at step 0), when a multi-object row's arrays disagree (``visibility`` is each slot's
+pixel count in ``masks``, and only present objects have pixels), or when its ``done`` flag itself does not decode.
+
+A missing chunk file: Zarr reads a chunk without a file as its fill value (zeros), silently. Stores made since
+issue 42 write every chunk of every per-row array, also an all-zero one (``ident3d.store.zarr_io.every_chunk``;
+arrays carry the attribute ``write_empty_chunks: true``), so a done chunk without a file of any per-row array lost
+it. Arrays of stores made before lack the attribute and legitimately miss chunks that were all zeros (e.g. a
+sequence store's interventions): for them a missing file is damage only where zeros are impossible (images,
+attempts), and the values checks above catch the rest of what is lost (a deleted masks chunk no longer matches
+visibility; a deleted present chunk leaves visible objects marked absent).
 """
 
 from __future__ import annotations
@@ -24,15 +40,19 @@ from zarr.core.sync import sync
 
 from ident3d.causal.errors import UserError
 from ident3d.store.attrs import StoreAttrs, read_attrs
+from ident3d.store.layout import UNREPAIRABLE, Layout, missing_array, store_layout, whole_array
 from ident3d.store.zarr_io import (
+    EVERY_CHUNK,
+    OBJECT_ARRAYS,
     chunk_bounds,
-    create_extra,
+    declared_arrays,
     decode_error,
+    image_shape,
     is_url,
     n_chunks,
+    object_slots,
     open_store,
-    row_arrays,
-    sequence_layout,
+    recreate,
     url_target,
 )
 
@@ -108,30 +128,24 @@ def _zarr_node(read: Callable[[str], bytes], folder: str) -> dict | None:
 
 
 MISSING = "array missing"  # a declared per-row array that is not in the store (every done chunk lacks it)
+# arrays that a writer never leaves all zeros in a chunk: a missing chunk file is damage even in stores made before
+# every chunk was written
+NEVER_ZERO = ("images", "attempts")
 
 
-def store_arrays(group: zarr.Group, attrs: StoreAttrs) -> tuple[list[str], list[str]]:
-    """Paths of the per-row arrays the store format declares for this store (``ident3d.store.zarr_io.row_arrays``),
-    ``done`` excluded: (present, missing). A missing sequence array is damage that ``--repair`` re-creates; a store
-    without its images or latents is not something a re-render can fix, so that is a :class:`UserError`."""
-    present, missing = [], []
-    for path, required in row_arrays(group, attrs):
-        try:
-            node = group[path]
-        except KeyError:
-            if not required:
-                continue
-            if path.rsplit("/", 1)[-1] in ("images", "latents"):
-                raise UserError(f"the store has no {path} array; it cannot be checked or repaired, "
-                                "render it again with --overwrite") from None
-            missing.append(path)
-            continue
-        except Exception as exc:  # noqa: BLE001 - unreadable array metadata
-            raise UserError(f"the metadata of {path} is unreadable ({decode_error(exc)}); "
-                            "render the store again with --overwrite") from None
-        if isinstance(node, zarr.Array):
-            present.append(path)
-    return present, missing
+def store_arrays(group: zarr.Group, attrs: StoreAttrs, path: str = "the store") -> Layout:
+    """The declared per-row arrays of the store (``ident3d.store.layout.store_layout``), ``done`` excluded. A missing
+    one (``missing``) is damage that ``--repair`` re-creates; a store without its images or latents, or with an array
+    that is not as declared (dtype, shape, rows, chunking), is not something a re-render can fix: a
+    :class:`UserError` (the first problem, and how many more there are)."""
+    layout = store_layout(group, attrs, path)
+    if layout.broken:
+        more = f" (and {len(layout.broken) - 1} more)" if len(layout.broken) > 1 else ""
+        raise UserError(whole_array(path, layout.broken[0][1] + more))
+    for name in layout.missing:
+        if name.rsplit("/", 1)[-1] in UNREPAIRABLE:
+            raise UserError(missing_array(path, name))
+    return layout
 
 
 def _chunk_keys(array: zarr.Array, k: int) -> list[str]:
@@ -141,38 +155,112 @@ def _chunk_keys(array: zarr.Array, k: int) -> list[str]:
     return [f"{array.path}/{encode((k, *rest))}" for rest in itertools.product(*others)]
 
 
-def _sanity(name: str, values: np.ndarray, rows: slice, n_classes: int | None, length: int | None) -> str | None:
-    """Values no writer produces (a silent corruption, or a store made before checksums): or None. Sequence stores
-    hold whole sequences in row order, so row r is step r mod T of sequence r div T, and no step 0 is intervened on."""
+@dataclass(frozen=True)
+class Bounds:
+    """What a store's values may be: classes (``n_classes``), a sequence store's ``length``, object ``slots`` and
+    ``pixels`` per image."""
+
+    n_classes: int | None = None
+    length: int | None = None
+    slots: int = 0
+    pixels: int = 0
+
+
+def _sanity(name: str, values: np.ndarray, rows: slice, bounds: Bounds) -> str | None:
+    """Values no writer produces (a silent corruption, a lost chunk file read as zeros, or a store made before
+    checksums): or None. Sequence stores hold whole sequences in row order, so row r is step r mod T of sequence
+    r div T, and no step 0 is intervened on."""
     if name == "latents" and not np.isfinite(values).all():
         return "non-finite latents"
-    if name == "classes" and n_classes and ((values < 0) | (values >= n_classes)).any():
-        return f"class index outside 0..{n_classes - 1}"
-    if length:
-        index = np.arange(rows.start, rows.stop)
-        if name == "sequence" and not np.array_equal(values, index // length):
-            return "sequence ids are not those of the rows"
-        if name == "time" and not np.array_equal(values, index % length):
-            return "steps are not those of the rows"
-        if name == "interventions" and values[index % length == 0].any():
-            return "an intervention at a sequence's step 0"
+    if name == "classes" and bounds.n_classes and ((values < 0) | (values >= bounds.n_classes)).any():
+        return f"class index outside 0..{bounds.n_classes - 1}"
+    if name == "masks" and values.size and int(values.max()) > bounds.slots:
+        return f"mask value {int(values.max())} above the {bounds.slots} object slots (0: background, k + 1: slot k)"
+    if name == "visibility" and (values < 0).any():
+        return "negative visible pixel counts"
+    if name == "visibility" and (values > bounds.pixels).any():
+        return f"visible pixel counts above the {bounds.pixels} pixels of an image"
+    if name == "attempts" and (values < 1).any():
+        return "rows without a draw (attempts below 1; a lost chunk file reads as 0)"
+    return _sequence_sanity(name, values, rows, bounds.length)
+
+
+def _sequence_sanity(name: str, values: np.ndarray, rows: slice, length: int | None) -> str | None:
+    """A sequence store's ``sequence``, ``time`` and ``interventions`` that are not those of their rows, or None."""
+    if not length:
+        return None
+    index = np.arange(rows.start, rows.stop)
+    if name == "sequence" and not np.array_equal(values, index // length):
+        return "sequence ids are not those of the rows"
+    if name == "time" and not np.array_equal(values, index % length):
+        return "steps are not those of the rows"
+    if name == "interventions" and values[index % length == 0].any():
+        return "an intervention at a sequence's step 0"
     return None
 
 
-def chunk_error(array: zarr.Array, k: int, n_classes: int | None = None, length: int | None = None) -> str | None:
-    """Why row band k of ``array`` is damaged, in a few words, or None when it decodes and looks sane
-    (``length``: the sequence length of a sequence store)."""
+def _files_required(array: zarr.Array) -> bool:
+    """Whether every done chunk of ``array`` must have its files: arrays written with every chunk stored (their
+    ``write_empty_chunks`` attribute), and, in stores made before, the arrays that are never all zeros."""
+    return array.attrs.get(EVERY_CHUNK) is True or array.path.rsplit("/", 1)[-1] in NEVER_ZERO
+
+
+def _read_band(array: zarr.Array, k: int) -> tuple[np.ndarray | None, str | None]:
+    """Row band k of ``array`` as (values, None), or (None, why) when it does not decode."""
     rows = slice(*chunk_bounds(k, array.chunks[0], array.shape[0]))
     try:
-        values = array[rows]
+        return array[rows], None
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - every decoder/store error is a finding
-        return decode_error(exc)
-    name = array.path.rsplit("/", 1)[-1]
-    if name == "images" and not all(sync(array.store.exists(key)) for key in _chunk_keys(array, k)):
-        return "chunk file missing (reads as zeros)"
-    return _sanity(name, values, rows, n_classes, length)
+        return None, decode_error(exc)
+
+
+def stored_keys(array: zarr.Array) -> set[str] | None:
+    """The store keys of every chunk file ``array`` has (one listing, instead of a question per chunk: on object
+    storage each question is a request); None where the store cannot list (each chunk is then looked up)."""
+    async def listed() -> set[str]:
+        return {key async for key in array.store.list_prefix(f"{array.path}/")}
+
+    try:
+        return sync(listed())
+    except Exception:  # noqa: BLE001 - a store without listing: chunk_error asks per key
+        return None
+
+
+def chunk_error(array: zarr.Array, k: int, bounds: Bounds | None = None, values: np.ndarray | None = None,
+                stored: set[str] | None = None) -> str | None:
+    """Why row band k of ``array`` is damaged, in a few words, or None when it decodes, looks sane and has its files
+    (``values``: the band already read; ``stored``: the array's chunk files, :func:`stored_keys`, else each is
+    looked up)."""
+    bounds = bounds or Bounds()
+    if values is None:
+        values, why = _read_band(array, k)
+        if why:
+            return why
+    rows = slice(*chunk_bounds(k, array.chunks[0], array.shape[0]))
+    why = _sanity(array.path.rsplit("/", 1)[-1], values, rows, bounds)
+    if why:
+        return why
+    if _files_required(array):
+        def has(key: str) -> bool:
+            return key in stored if stored is not None else bool(sync(array.store.exists(key)))
+
+        if not all(has(key) for key in _chunk_keys(array, k)):
+            return "chunk file missing (reads as zeros)"
+    return None
+
+
+def objects_disagree(masks: np.ndarray, visibility: np.ndarray, present: np.ndarray) -> tuple[str, str] | None:
+    """(array, why) where a multi-object chunk's arrays disagree: ``visibility`` is each slot's pixel count in
+    ``masks`` and only present objects have pixels, as every render writes them; None when they agree."""
+    slots = visibility.shape[1]
+    counts = np.stack([(masks == s + 1).sum(axis=(1, 2)) for s in range(slots)], axis=1)
+    if not np.array_equal(counts, visibility):
+        return "masks", "visibility is not each slot's pixel count in masks (one of them was lost or changed)"
+    if (visibility[~present.astype(bool)] > 0).any():
+        return "present", "objects with visible pixels are marked absent"
+    return None
 
 
 def _done_flags(group: zarr.Group, report: CheckReport) -> None:
@@ -190,10 +278,13 @@ def _done_flags(group: zarr.Group, report: CheckReport) -> None:
 
 
 def check_store(path: str, progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> CheckReport:
-    """Decode every array of every done chunk of the store at ``path`` and report what is damaged.
+    """Hold the store at ``path`` against its declared layout, decode every array of every done chunk and report
+    what is damaged.
 
-    Reads one chunk of one array at a time (memory stays at one chunk). ``progress`` wraps the iteration
-    over done chunks (e.g. ``tqdm``). Raises :class:`UserError` when ``path`` is not a readable store.
+    Reads one chunk of one array at a time (memory stays at one chunk, plus a multi-object chunk's masks,
+    visibility and presence, checked together). ``progress`` wraps the iteration over done chunks (e.g. ``tqdm``).
+    Raises :class:`UserError` when ``path`` is not a readable store, or holds an array that a chunk re-render cannot
+    fix.
     """
     refuse_inner_node(str(path))
     group = open_store(path)
@@ -204,27 +295,47 @@ def check_store(path: str, progress: Callable[[Iterable[int]], Iterable[int]] | 
         raise UserError(f"{path} lacks a readable images or done array ({decode_error(exc)}); "
                         "render it again with --overwrite") from None
     attrs = read_attrs(group, str(path))
-    arrays, missing = store_arrays(group, attrs)
-    report = CheckReport(str(path), n, c, arrays + missing)
+    layout = store_arrays(group, attrs, str(path))
+    report = CheckReport(str(path), n, c, layout.present + layout.missing)
     _done_flags(group, report)
     if group["done"].shape[0] != n_chunks(n, c):
         raise UserError(f"{path}: done has {group['done'].shape[0]} flags for {n_chunks(n, c)} chunks; "
                         "render it again with --overwrite")
-    n_classes = len(attrs.class_names or []) or None
-    length = int(attrs.sequences["length"]) if attrs.sequences else None
-    opened = {name: group[name] for name in arrays}
-    report.bad += [BadChunk(k, name, MISSING) for name in missing for k in report.done]
+    h, w = image_shape(group)
+    bounds = Bounds(len(attrs.class_names or []) or None,
+                    int(attrs.sequences["length"]) if attrs.sequences else None, object_slots(attrs), h * w)
+    opened = {name: group[name] for name in layout.present}
+    stored = {name: stored_keys(array) for name, array in opened.items() if _files_required(array)}
+    report.bad += [BadChunk(k, name, MISSING) for name in layout.missing for k in report.done]
     for k in (progress or (lambda it: it))(report.done):
-        for name, array in opened.items():
-            why = chunk_error(array, k, n_classes, length)
-            if why:
-                report.bad.append(BadChunk(k, name, why))
+        report.bad += _chunk_findings(opened, k, bounds, stored)
     report.bad.sort(key=lambda b: (b.chunk, b.array))
     return report
 
 
+def _chunk_findings(opened: dict[str, zarr.Array], k: int, bounds: Bounds,
+                    stored: dict[str, set[str] | None]) -> list[BadChunk]:
+    """Every damaged array of done chunk k: each array on its own, then each multi-object row's arrays together
+    (where all three are sound on their own). ``stored``: each array's chunk files (:func:`stored_keys`)."""
+    found, values = [], {}
+    for name, array in opened.items():
+        band, why = _read_band(array, k)
+        why = why or chunk_error(array, k, bounds, band, stored.get(name))
+        if why:
+            found.append(BadChunk(k, name, why))
+        elif name.rsplit("/", 1)[-1] in OBJECT_ARRAYS:  # kept for the check together (memory: no images kept)
+            values[name] = band
+    for pre in {name[: -len("masks")] for name in values if name.rsplit("/", 1)[-1] == "masks"}:
+        parts = [values.get(f"{pre}{name}") for name in ("masks", "visibility", "present")]
+        disagree = None if any(p is None for p in parts) else objects_disagree(*parts)
+        if disagree:
+            found.append(BadChunk(k, f"{pre}{disagree[0]}", disagree[1]))
+    return found
+
+
 def repair_store(path: str, report: CheckReport) -> list[int]:
-    """Clear the ``done`` flags of exactly the report's bad chunks, then delete their damaged chunk files.
+    """Clear the ``done`` flags of exactly the report's bad chunks, then re-create its missing arrays empty and delete
+    the damaged chunk files.
 
     The flag goes first: if this is interrupted, the chunk is already marked to be rendered again, and a
     render writes whole chunks, so leftover files are simply replaced. Returns the repaired chunks.
@@ -233,10 +344,9 @@ def repair_store(path: str, report: CheckReport) -> list[int]:
     done = group["done"]
     for k in report.bad_chunks:
         done[k] = False  # a whole one-flag chunk: written without decoding the damaged one
-    attrs = read_attrs(group, path)
-    for name in sorted({b.array for b in report.bad if b.error == MISSING}):  # a sequence array: the render refills it
-        layout = sequence_layout(len(attrs.sequences["intervention_names"]))
-        create_extra(group, name, layout[name], report.n, report.chunk_size)
+    specs = {spec.path: spec for spec in declared_arrays(group, read_attrs(group, path))}
+    for name in sorted({b.array for b in report.bad if b.error == MISSING}):  # re-created empty: the render refills it
+        recreate(group, specs[name], report.n, report.chunk_size)
     for bad in report.bad:
         if bad.array == "done" or bad.error == MISSING:
             continue

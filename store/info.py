@@ -11,6 +11,7 @@ import zarr
 
 from ident3d.causal.errors import UserError
 from ident3d.store.attrs import StoreAttrs, read_attrs
+from ident3d.store.layout import require_layout
 from ident3d.store.zarr_io import chunk_bounds, done_mask, open_store, read_rows
 
 
@@ -67,9 +68,12 @@ def split_range(n: int, split: str | None, unit: int = 1) -> tuple[int, int]:
 
 
 def store_info(path: str, allow_partial: bool = False, split: str | None = None) -> StoreInfo:
-    """Open a store and list its usable rows; an unfinished store is refused unless ``allow_partial``."""
+    """Open a store and list its usable rows; an unfinished store is refused unless ``allow_partial``. A store whose
+    per-row arrays are not as the format declares (missing, another dtype, shape or row count) is refused in one line
+    saying what to run (``ident3d.store.layout.require_layout``), before any reader trips on it."""
     group = open_store(path)
     attrs = read_attrs(group, path)
+    require_layout(group, attrs, path)
     done = done_mask(group, path)
     n, c = group["images"].shape[0], group["images"].chunks[0]
     if not done.all() and not allow_partial:

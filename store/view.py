@@ -197,7 +197,9 @@ def _describe(value: Any) -> str:
 def open_store(path: str | os.PathLike, split: str | None = None) -> StoreView:
     """A read-only :class:`StoreView` of the store at ``path`` (a local path or any fsspec URL, e.g. s3://b/x.zarr);
     ``split`` ("train:0.9", "test:0.9") limits ``rows`` as ``ident3d train --split`` does. An unfinished store opens
-    (``complete`` is False; ``rows`` holds the finished rows); a store with no finished row is refused in one line."""
+    (``complete`` is False; ``rows`` holds the finished rows); a store with no finished row, or whose per-row arrays
+    are not as the store format declares (missing, another dtype, shape or row count: ``ident3d.store.layout``), is
+    refused in one line saying what to run."""
     info = store_info(str(path), allow_partial=True, split=split)
     group = zarr_io.open_store(info.path)
     arrays = [name for name, _ in zarr_io.row_arrays(group, info.attrs) if name in _members(group)]

@@ -3,6 +3,14 @@ LT views; creating, resuming and opening a store. Its attributes are ``ident3d.s
 
 One Dask task owns one chunk (rows ``k*C .. (k+1)*C``) of every array, so writers never share a
 Zarr chunk and need no locks; ``done[k]`` is set only after chunk k's data is written.
+
+How a done chunk proves each array was written: Zarr skips writing a chunk equal to the fill value (0, False) unless
+its ``write_empty_chunks`` setting is on, and that setting belongs to an open array, not to the store. Every writer
+here (:func:`write_chunk`, :func:`write_given`) opens the per-row arrays with it on (:func:`every_chunk`), so each
+chunk written has a file, and every per-row array is created with the attribute ``write_empty_chunks: true``
+(:data:`EVERY_CHUNK`) saying so: a done chunk without a file of such an array lost it. Arrays of stores made before
+lack the attribute and may legitimately miss all-zero chunks; ``ident3d.store.check`` holds them to what can be
+told (images and attempts are never all zero; visibility must count the masks' pixels).
 """
 
 from __future__ import annotations
@@ -32,6 +40,12 @@ OBJECT_ARRAYS = ("masks", "visibility", "present")
 # took before it kept the rules (1: accepted at once; render/placement.py)
 PLACEMENT_ARRAYS = ("attempts",)
 SEQUENCE_ARRAYS = ("sequence", "time", "interventions")  # per-row arrays of a sequence store (attrs.sequences set)
+# the attribute of a per-row array whose every written chunk has a file (written with Zarr's write_empty_chunks on)
+EVERY_CHUNK = "write_empty_chunks"
+MARKED = {EVERY_CHUNK: True}  # the attributes of every per-row array this module creates
+# dtype of each per-row array (the same under views/NAME/; sequence arrays: sequence_layout)
+DTYPES = {"images": "uint8", "latents": "float32", "classes": "int64", "masks": "uint8", "visibility": "int64",
+          "present": "bool", "attempts": "int64"}
 
 
 def sequence_layout(n_nodes: int) -> dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]]:
@@ -41,19 +55,64 @@ def sequence_layout(n_nodes: int) -> dict[str, tuple[str, tuple[str, ...], tuple
             "interventions": ("bool", ("sample", "node"), (int(n_nodes),))}
 
 
-def row_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[tuple[str, bool]]:
-    """Every per-row array the store format declares for this store, as (path, required): the anchors' and each
-    view's images, latents and classes (classes only where the SCM has a class), then a sequence store's
-    ``sequence``, ``time`` and ``interventions``. What ``check`` decodes and readers may rely on."""
+@dataclass(frozen=True)
+class ArraySpec:
+    """One per-row array the store format declares: its path, dtype, shape after the row axis (``tail``), dimension
+    names, whether the store must have it, and what its shape means (for messages)."""
+
+    path: str
+    dtype: str
+    tail: tuple[int, ...]
+    dims: tuple[str, ...]
+    required: bool = True
+    meaning: str = ""
+
+    @property
+    def name(self) -> str:
+        """The array's name without its view prefix (``masks`` for ``views/pos/masks``)."""
+        return self.path.rsplit("/", 1)[-1]
+
+
+def object_slots(attrs: StoreAttrs) -> int:
+    """How many object slots a store's scene has (``scene_spec.objects.slots``; 0 for a one-object scene)."""
+    objects = (attrs.scene_spec or {}).get("objects")
+    return int(objects.get("slots", 0)) if isinstance(objects, dict) else 0
+
+
+def image_shape(group: zarr.Group) -> tuple[int, int]:
+    """Height and width of the anchors' images (0, 0 where ``images`` is not a (rows, H, W, 3) array)."""
+    shape = tuple(group["images"].shape)
+    return (int(shape[1]), int(shape[2])) if len(shape) == 4 else (0, 0)
+
+
+def declared_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[ArraySpec]:
+    """Every per-row array the store format declares for this store, in order: the anchors' and each view's images,
+    latents and classes (classes only required where the SCM has a class), masks, visibility and present (a scene
+    with object slots), attempts (a render with placement rules), then a sequence store's ``sequence``, ``time`` and
+    ``interventions``; each with its dtype and shape after the row axis. What ``check`` holds the store to and
+    readers may rely on."""
+    h, w = image_shape(group)
+    d, slots = len(attrs.latent_names), object_slots(attrs)
+    tails = {"images": ((h, w, 3), f"{h}x{w} RGB images"), "latents": ((d,), f"one column per latent ({d})"),
+             "classes": ((), "one class per row"), "masks": ((h, w), f"one mask per image, of its {h}x{w} pixels"),
+             "visibility": ((slots,), f"one column per object slot ({slots})"),
+             "present": ((slots,), f"one column per object slot ({slots})"), "attempts": ((), "one count per row")}
+    names = [*ROW_ARRAYS, *(OBJECT_ARRAYS if slots else ()), *(PLACEMENT_ARRAYS if attrs.placement else ())]
     out = []
-    slots = bool((attrs.scene_spec or {}).get("objects"))
     for pre in [""] + [f"views/{v}/" for v in view_names(group)]:
-        out += [(f"{pre}{name}", name != "classes" or bool(attrs.class_names)) for name in ROW_ARRAYS]
-        out += [(f"{pre}{name}", True) for name in OBJECT_ARRAYS if slots]
-        out += [(f"{pre}{name}", True) for name in PLACEMENT_ARRAYS if attrs.placement]
+        out += [ArraySpec(f"{pre}{name}", DTYPES[name], tails[name][0], DIMENSIONS[name],
+                          name != "classes" or bool(attrs.class_names), tails[name][1]) for name in names]
     if attrs.sequences:
-        out += [(name, True) for name in SEQUENCE_ARRAYS]
+        nodes = len(attrs.sequences.get("intervention_names") or [])
+        out += [ArraySpec(name, dtype, tail, dims, True, f"one column per node ({nodes})" if tail else "one per row")
+                for name, (dtype, dims, tail) in sequence_layout(nodes).items()]
     return out
+
+
+def row_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[tuple[str, bool]]:
+    """Every per-row array the store format declares for this store, as (path, required)
+    (:func:`declared_arrays`)."""
+    return [(spec.path, spec.required) for spec in declared_arrays(group, attrs)]
 
 
 @dataclass(frozen=True)
@@ -115,6 +174,9 @@ def url_failure(path: str, exc: BaseException) -> UserError:
     """A backend error on a store URL as one line with the way out: access denied names the credentials and the
     endpoint to check; anything else is the backend's words and the URL and endpoint to check."""
     why = decode_error(exc)
+    if "Credentials" in type(exc).__name__:  # botocore's NoCredentialsError, PartialCredentialsError, ...
+        return UserError(f"no credentials to reach {path} ({why}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                         "(or AWS_PROFILE) for s3://, and AWS_ENDPOINT_URL for a server other than AWS")
     if isinstance(exc, PermissionError):
         return UserError(f"access to {path} was denied ({why}); check the credentials (for s3://: AWS_ACCESS_KEY_ID "
                          "and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and the endpoint (AWS_ENDPOINT_URL)")
@@ -228,23 +290,23 @@ def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Gro
     for pre in prefixes:
         group.create_array(f"{pre}images", shape=(n, h, w, 3), chunks=(c, h, w, 3), dtype="uint8",
                            compressors=_zstd(int(layout.get("image_level", IMAGE_LEVEL))),
-                           dimension_names=DIMENSIONS["images"])
+                           dimension_names=DIMENSIONS["images"], attributes=MARKED)
         group.create_array(f"{pre}latents", shape=(n, d), chunks=(c, d), dtype="float32",
-                           compressors=_zstd(0), dimension_names=DIMENSIONS["latents"])
+                           compressors=_zstd(0), dimension_names=DIMENSIONS["latents"], attributes=MARKED)
         if layout["has_classes"]:
             group.create_array(f"{pre}classes", shape=(n,), chunks=(c,), dtype="int64",
-                               compressors=_zstd(0), dimension_names=DIMENSIONS["classes"])
+                               compressors=_zstd(0), dimension_names=DIMENSIONS["classes"], attributes=MARKED)
         slots = int(layout.get("slots", 0))
         if slots:  # a scene with object slots: masks, visible pixels and presence per slot
             group.create_array(f"{pre}masks", shape=(n, h, w), chunks=(c, h, w), dtype="uint8",
                                compressors=_zstd(int(layout.get("image_level", IMAGE_LEVEL))),
-                               dimension_names=DIMENSIONS["masks"])
+                               dimension_names=DIMENSIONS["masks"], attributes=MARKED)
             for name, dtype in (("visibility", "int64"), ("present", "bool")):
                 group.create_array(f"{pre}{name}", shape=(n, slots), chunks=(c, slots), dtype=dtype,
-                                   compressors=_zstd(0), dimension_names=DIMENSIONS[name])
+                                   compressors=_zstd(0), dimension_names=DIMENSIONS[name], attributes=MARKED)
         if layout.get("placement"):  # a render with placement rules: each row's draws
             group.create_array(f"{pre}attempts", shape=(n,), chunks=(c,), dtype="int64", compressors=_zstd(0),
-                               dimension_names=DIMENSIONS["attempts"])
+                               dimension_names=DIMENSIONS["attempts"], attributes=MARKED)
     for name, spec in dict(layout.get("extra", {})).items():  # per-row arrays, e.g. a sequence's index
         create_extra(group, name, spec, n, c)
     group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
@@ -258,7 +320,28 @@ def create_extra(group: zarr.Group, name: str, spec: tuple[str, tuple[str, ...],
     row axis), chunked as the store's rows."""
     dtype, dims, tail = spec
     return group.create_array(name, shape=(n, *tail), chunks=(chunk_size, *tail), dtype=dtype, compressors=_zstd(0),
-                              dimension_names=tuple(dims), overwrite=True)
+                              dimension_names=tuple(dims), overwrite=True, attributes=MARKED)
+
+
+def recreate(group: zarr.Group, spec: ArraySpec, n: int, chunk_size: int) -> zarr.Array:
+    """Create (or replace) the declared per-row array ``spec`` empty, for a render to refill (``check --repair`` of an
+    array that is missing)."""
+    level = IMAGE_LEVEL if spec.name in ("images", "masks") else 0
+    return group.create_array(spec.path, shape=(n, *spec.tail), chunks=(chunk_size, *spec.tail), dtype=spec.dtype,
+                              compressors=_zstd(level), dimension_names=spec.dims, overwrite=True, attributes=MARKED)
+
+
+def every_chunk(group: zarr.Group, name: str) -> zarr.Array:
+    """``group[name]`` opened to write every chunk, also one equal to the fill value (which Zarr otherwise skips, or
+    deletes): so a chunk written has a file, and a done chunk without one lost it. The setting is held by the open
+    array, not stored, so every writer of per-row arrays opens them through here."""
+    array, config = group[name], {"write_empty_chunks": True}
+    if hasattr(array, "with_config"):  # zarr >= 3.2
+        return array.with_config(config)
+    from zarr.core.array import AsyncArray  # zarr 3.1: what with_config does there
+
+    held = array._async_array
+    return zarr.Array(AsyncArray(held.metadata, held.store_path, config=config))
 
 
 def _zstd(level: int) -> zarr.codecs.ZstdCodec:
@@ -279,18 +362,18 @@ def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[st
     for pre, data in [("", anchors), *((f"views/{v}/", d) for v, d in views.items())]:
         if data.images.shape[0] != stop - start:
             raise ValueError(f"chunk {k}: expected {stop - start} rows, got {data.images.shape[0]}")
-        group[f"{pre}images"][start:stop] = data.images
+        every_chunk(group, f"{pre}images")[start:stop] = data.images
         if data.masks is not None:
-            group[f"{pre}masks"][start:stop] = data.masks
-            group[f"{pre}visibility"][start:stop] = data.visibility
-            group[f"{pre}present"][start:stop] = data.present
+            every_chunk(group, f"{pre}masks")[start:stop] = data.masks
+            every_chunk(group, f"{pre}visibility")[start:stop] = data.visibility
+            every_chunk(group, f"{pre}present")[start:stop] = data.present
         if data.attempts is not None:
-            group[f"{pre}attempts"][start:stop] = data.attempts
+            every_chunk(group, f"{pre}attempts")[start:stop] = data.attempts
         if data.latents is None:
             continue
-        group[f"{pre}latents"][start:stop] = data.latents
+        every_chunk(group, f"{pre}latents")[start:stop] = data.latents
         if data.classes is not None:
-            group[f"{pre}classes"][start:stop] = data.classes
+            every_chunk(group, f"{pre}classes")[start:stop] = data.classes
     if before_commit is not None:
         before_commit()
     group["done"][k] = True
@@ -307,11 +390,11 @@ def write_given(group: zarr.Group, latents: np.ndarray, classes: np.ndarray | No
     n, c = group["latents"].shape[0], group["latents"].chunks[0]
     for first, last in _runs(sorted(chunks)):
         start, stop = first * c, min(n, (last + 1) * c)
-        group["latents"][start:stop] = latents[start:stop]
+        every_chunk(group, "latents")[start:stop] = latents[start:stop]
         if classes is not None:
-            group["classes"][start:stop] = classes[start:stop]
+            every_chunk(group, "classes")[start:stop] = classes[start:stop]
         for name, values in (extra or {}).items():
-            group[name][start:stop] = values[start:stop]
+            every_chunk(group, name)[start:stop] = values[start:stop]
 
 
 def _runs(ks: list[int]) -> list[tuple[int, int]]:
@@ -381,6 +464,19 @@ def read_rows(array: zarr.Array, sel: int | slice, path: str) -> np.ndarray:
             raise corrupt_chunk(path, array.path, k, decode_error(exc)) from None
     raise CorruptChunkError(f"{path}: reading {array.path} failed ({decode_error(first)}); "
                             f"run `ident3d check {path}` to find damaged chunks") from None
+
+
+def read_at(array: zarr.Array, rows: np.ndarray, path: str) -> np.ndarray:
+    """``array[rows]`` for row ids ``rows``, reading only the chunks that hold them, each through :func:`read_rows`
+    (a damaged chunk is one line naming it; damage in chunks not asked for, e.g. unfinished ones, is not read)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    out = np.empty((rows.size, *array.shape[1:]), dtype=array.dtype)
+    c, n = array.chunks[0], array.shape[0]
+    for k in np.unique(rows // c):
+        lo, hi = chunk_bounds(int(k), c, n)
+        where = np.flatnonzero((rows >= lo) & (rows < hi))
+        out[where] = read_rows(array, slice(lo, hi), path)[rows[where] - lo]
+    return out
 
 
 def store_name(group: zarr.Group) -> str:
