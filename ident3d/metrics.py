@@ -18,8 +18,9 @@ formula, the reference code it equals and its edges.
 Inputs are checked first, each problem one ``UserError`` line: non-finite values, mismatched sample counts, 1-D
 factors or codes (one sample or one column? pass ``x[:, None]`` for one column; probe labels stay (N,)), factors with
 more columns than samples (a transposed or swapped array), probe labels that are not whole numbers (codes passed as
-labels), too few samples for what is fitted (each function says its bound), knobs out of range. A factor constant on a
-split has no R^2 (NaN, named in ``undefined``, left out of every mean) and no correlation (``mcc`` refuses it)::
+labels), too few samples for what is fitted (each function says its bound), knobs out of range (every ``seed`` a
+whole number in [0, 2**32 - 1], what scikit-learn's estimators take). A factor constant on a split has no R^2 (NaN,
+named in ``undefined``, left out of every mean) and no correlation (``mcc`` refuses it)::
 
     import ident3d.metrics as M
     M.r2(factors=z_fit, codes=h_fit, factors_test=z_test, codes_test=h_test, kind="kernel").scores
@@ -39,6 +40,7 @@ import numpy as np
 from ident3d import evaluation  # the functions wrapped here: evaluation.mig, evaluation.r2_per_latent, ...
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.dci import DCIResult
+from ident3d.evaluation.dci import check_options as check_dci_options
 from ident3d.evaluation.metric_inputs import as_matrix, defined_mean
 from ident3d.evaluation.mig import MIGResult
 from ident3d.evaluation.regression import R2Result
@@ -78,10 +80,16 @@ def _named(metric: str) -> Iterator[None]:
         raise UserError(text if text.startswith("ident3d.metrics.") else f"ident3d.metrics.{metric}: {text}") from None
 
 
-def _whole(metric: str, name: str, value: Any, low: int) -> None:
-    """Refuse a knob that is not a whole number >= ``low`` (a bool is not a number here)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise UserError(f"ident3d.metrics.{metric}: {name} must be a whole number >= {low}, got {value!r}")
+SEED_MAX = 2**32 - 1  # scikit-learn's random_state and NumPy's legacy seeds take no larger seed
+
+
+def _whole(metric: str, name: str, value: Any, low: int, high: int | None = None) -> None:
+    """Refuse a knob that is not a whole number in [``low``, ``high``] (``high`` None: no upper bound; a bool is not a
+    number here)."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low
+            or (high is not None and value > high)):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise UserError(f"ident3d.metrics.{metric}: {name} must be a whole number {bound}, got {value!r}")
 
 
 def _checked_splits(metric: str, factors: Any, codes: Any, factors_test: Any,
@@ -127,7 +135,7 @@ def r2(*, factors: Any, codes: Any, factors_test: Any, codes_test: Any, kind: st
         raise UserError(f"ident3d.metrics.r2: kind must be linear or kernel, got {kind!r}")
     _whole("r2", "exact_max", exact_max, 0)
     _whole("r2", "n_components", n_components, 1)
-    _whole("r2", "seed", seed, 0)
+    _whole("r2", "seed", seed, 0, SEED_MAX)
     with _named("r2"):
         return evaluation.r2_per_latent(c, f, ct, ft, kind=kind, exact_max=exact_max, n_components=n_components,
                                          seed=seed)
@@ -206,8 +214,10 @@ def dci(*, factors: Any, codes: Any, factors_test: Any, codes_test: Any, importa
     informativeness, factors with more than ``n_bins`` values cut into ``n_bins`` bins of the fit split). ``alpha``
     > 0 or None (Lasso's, None: by CV), ``n_estimators`` >= 1, ``n_bins`` >= 2; at least 10 fit and 2 test samples."""
     _required("dci", factors_test, codes_test)
+    with _named("dci"):  # the knobs first (importance, alpha, n_estimators, n_bins), before any array is read
+        check_dci_options(importance, alpha, n_estimators, n_bins)
+    _whole("dci", "seed", seed, 0, SEED_MAX)
     f, c, ft, ct = _checked_splits("dci", factors, codes, factors_test, codes_test)
-    _whole("dci", "seed", seed, 0)
     with _named("dci"):
         return evaluation.dci(f, c, ft, ct, importance=importance, alpha=alpha, n_estimators=n_estimators, seed=seed,
                               n_bins=n_bins)
@@ -218,6 +228,9 @@ def mig(*, factors: Any, codes: Any, n_bins: int = 20, discretize_factors: bool 
     (>= 2) equal-width bins per code."""
     f, c = _checked("mig", factors, codes)
     _whole("mig", "n_bins", n_bins, 2)
+    if discretize_factors is not None and not isinstance(discretize_factors, bool | np.bool_):
+        raise UserError(f"ident3d.metrics.mig: discretize_factors must be True, False or None (by the factor's "
+                        f"number of values), got {discretize_factors!r}")
     with _named("mig"):
         return evaluation.mig(f, c, n_bins=n_bins, discretize_factors=discretize_factors)
 
@@ -237,6 +250,7 @@ def probe(*, factors: Any, codes: Any, factors_test: Any, codes_test: Any, kind:
     _required("probe", factors_test, codes_test)
     if kind not in PROBES:
         raise UserError(f"ident3d.metrics.probe: kind must be one of {', '.join(PROBES)}, got {kind!r}")
+    _whole("probe", "seed", seed, 0, SEED_MAX)
     y, yt = _labels("probe", factors, ""), _labels("probe", factors_test, "_test")
     _, c, _, ct = _checked_splits("probe", y[:, None], codes, yt[:, None], codes_test)  # labels (N,) as one column
     if kind == "linear":
@@ -401,7 +415,7 @@ def slot_r2(*, objects: Any, slots: Any, objects_test: Any, slots_test: Any, pre
     not booleans of shape (N, K), too few present objects to fit (the bound is L + 2 in the fit split, 2 in the test
     split), an unknown readout."""
     _choice("slot_r2", "readout", readout, _objects.READOUTS)
-    _whole("slot_r2", "seed", seed, 0)
+    _whole("slot_r2", "seed", seed, 0, SEED_MAX)
     z, x, p, fit, score = _slot_splits("slot_r2", objects, slots, objects_test, slots_test, present, present_test)
     with _named("slot_r2"):
         return _objects.slot_r2(z, x, fit, score, p, readout=readout, seed=seed)
@@ -448,7 +462,7 @@ def sis(*, objects: Any, slots: Any, objects_test: Any, slots_test: Any, present
     ``readout`` linear (least squares with an intercept) or mlp (a seeded depth-5 MLP, as Brady et al.'s). The
     arrays and refusals of :func:`slot_r2`; also refused: fewer than 2 objects per image. Continuous latents only."""
     _choice("sis", "readout", readout, _objects.READOUTS)
-    _whole("sis", "seed", seed, 0)
+    _whole("sis", "seed", seed, 0, SEED_MAX)
     z, x, p, fit, score = _slot_splits("sis", objects, slots, objects_test, slots_test, present, present_test)
     with _named("sis"):
         return _objects.slot_identifiability_score(z, x, fit, score, p, readout=readout, seed=seed)
@@ -467,7 +481,7 @@ def block_mcc(*, objects: Any, codes: Any, block_sizes: Sequence[int], readout: 
     ``codes`` (N, L) with sum(block_sizes) == L. Also refused: sample counts that differ, non-finite values, block
     sizes that are not whole numbers >= 1, fewer samples than the largest block + 2 (tree: 4), an unknown readout."""
     _choice("block_mcc", "readout", readout, _objects.BLOCK_READOUTS)
-    _whole("block_mcc", "seed", seed, 0)
+    _whole("block_mcc", "seed", seed, 0, SEED_MAX)
     z = _tensor("block_mcc", objects, "objects", _OBJECTS, _FLAT_OBJECTS)
     c = _matrix("block_mcc", codes, "codes")
     if len(z) != len(c):

@@ -24,6 +24,7 @@ import math
 import os
 import struct
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -281,3 +282,33 @@ def check_whole(x: object, param: str, most: int | None = None, why: str = "", l
         want = f"a whole number from {least} to {most}{' ' + why if why else ''}" if most else \
             f"a whole number >= {least}{' ' + why if why else ''}"
         raise ParameterError(param, f"must be {want}, got {x!r}")
+
+
+# ----- writing an export (both layouts and the Temporal Causal3DIdent .npz) ------------------------------------------
+def make_parents(out: Path) -> list[Path]:
+    """Create ``out``'s missing parent folders; returns the ones made, innermost first (to remove if the export fails).
+    A folder that cannot be made is one line, and nothing is left behind."""
+    made: list[Path] = []
+    try:
+        for folder in reversed([q for q in out.parents if not q.exists()]):
+            folder.mkdir()
+            made.insert(0, folder)
+    except OSError as exc:
+        remove_folders(made)
+        raise UserError(f"cannot write --out {out}: cannot create {exc.filename} ({exc.strerror}); choose a folder "
+                        "you can write to") from None
+    return made
+
+
+def remove_folders(folders: list[Path]) -> None:
+    """Remove the (empty) folders an export made, innermost first; one something else has filled is kept."""
+    for folder in folders:
+        with suppress(OSError):
+            folder.rmdir()
+
+
+def write_failed(out: Path, exc: OSError) -> UserError:
+    """The one line for an export whose write failed (a read-only or full disk, no permission): what and where."""
+    detail = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror or f"{type(exc).__name__}: {exc}"
+    return UserError(f"cannot write --out {out} ({detail}); nothing was written: choose a folder you can write to "
+                     "(with room for the export)")

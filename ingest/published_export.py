@@ -18,7 +18,15 @@ import numpy as np
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
-from ident3d.ingest.published import check_format, check_whole, loader_width, scaled_latents
+from ident3d.ingest.published import (
+    check_format,
+    check_whole,
+    loader_width,
+    make_parents,
+    remove_folders,
+    scaled_latents,
+    write_failed,
+)
 from ident3d.store.attrs import read_attrs
 from ident3d.store.zarr_io import (
     chunk_bounds,
@@ -79,7 +87,7 @@ def export_published(store: str | Path, out: str | Path, fmt: str, overwrite: bo
     group = open_store(store)
     check_exportable(group, store, fmt)
     check_export_target(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    made = make_parents(out)
     tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:8]}"
     t0 = time.perf_counter()
     try:
@@ -87,8 +95,12 @@ def export_published(store: str | Path, out: str | Path, fmt: str, overwrite: bo
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
+    except OSError as exc:  # a read-only or full disk, no permission: one line, and nothing left behind
+        raise write_failed(out, exc) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if not out.exists():
+            remove_folders(made)
     return ExportReport(str(out), int(group["images"].shape[0]), written, time.perf_counter() - t0)
 
 

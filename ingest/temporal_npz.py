@@ -46,6 +46,7 @@ import numpy as np
 from ident3d.causal import SCM, load_scm
 from ident3d.causal.errors import UserError
 from ident3d.causal.loading import load_dynamic_scm
+from ident3d.ingest.published import make_parents, remove_folders, write_failed
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S, ChunkFailure, cluster_client
 from ident3d.render.latents_io import GivenLatents
 from ident3d.store.attrs import StoreAttrs, read_attrs
@@ -489,19 +490,18 @@ def export_temporal(store: str | Path, out: str | Path, overwrite: bool = False,
     citris_shape = np.asarray([SHAPES.index(static.class_names[c]) for c in range(len(static.class_names))])
     shapes = np.stack([citris_shape[classes], np.zeros_like(classes)], axis=1).astype(np.uint8)
     arrays = {"raw_latents": raw, "shape_latents": shapes, "interventions": chain_steps(targets, time_index, names)}
-    made = _make_folder(out)
+    made = make_parents(out)
     tmp = out.with_name(f".{out.name}.partial")
     try:
         _write_npz(tmp, group, store, arrays, rows_per_read)
         os.replace(tmp, out)
     except OSError as exc:
-        detail = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror or decode_error(exc)
-        raise UserError(f"cannot write --out {out} ({detail}); nothing was written: choose a folder you can write to "
-                        "(with room for the file)") from None
+        raise write_failed(out, exc) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):  # a read-only file system refuses even the unlink of a file it never made (EROFS)
+            tmp.unlink(missing_ok=True)
         if not out.exists():
-            _remove_folders(made)
+            remove_folders(made)
     return out
 
 
@@ -518,29 +518,6 @@ def _check_out(out: str | Path, overwrite: bool) -> Path:
     if not folder.is_dir():
         raise UserError(f"cannot write --out {out}: {folder} is a file, not a folder; choose another path")
     return out
-
-
-def _make_folder(out: Path) -> list[Path]:
-    """Create ``out``'s missing folders; returns them innermost first (to remove if the export fails). A folder
-    that cannot be made is one line, and nothing is left behind."""
-    missing = [q for q in out.parents if not q.exists()]
-    made: list[Path] = []
-    try:
-        for folder in reversed(missing):
-            folder.mkdir()
-            made.insert(0, folder)
-    except OSError as exc:
-        _remove_folders(made)
-        raise UserError(f"cannot write --out {out}: cannot create {exc.filename} ({exc.strerror}); choose a folder "
-                        "you can write to") from None
-    return made
-
-
-def _remove_folders(folders: list[Path]) -> None:
-    """Remove the (empty) folders an export made, innermost first; one something else has filled is kept."""
-    for folder in folders:
-        with suppress(OSError):
-            folder.rmdir()
 
 
 def _write_npz(path: Path, group: Any, store: str, arrays: dict[str, np.ndarray], rows_per_read: int) -> None:

@@ -114,6 +114,12 @@ def unpack_data(pack: Path, manifest: dict[str, Any], name: str, dest: Path, wor
     if dest.exists():
         shutil.rmtree(dest)
     untar_parts([pack / p["path"] for p in parts], dest)
+    if not (dest / "zarr.json").is_file():  # e.g. a pack built from an empty or missing folder: parts of no store
+        files = sum(1 for q in dest.rglob("*") if q.is_file())
+        shutil.rmtree(dest)
+        raise KitError(f"the pack's data {name} holds no Zarr store: its parts ({', '.join(p['path'] for p in parts)}) "
+                       f"unpack to {files} files and no zarr.json; build the pack again with pack.py (it checks "
+                       "each store) and carry it")
     done[key] = digest
     work.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(done, indent=1) + "\n")

@@ -147,10 +147,15 @@ def tar_parts(store: Path, stem: Path, part_mib: float = PART_MIB) -> list[Path]
 
 
 def untar_parts(parts: list[Path], dest: Path) -> None:
-    """Unpack the tar stream that ``parts`` were cut from into ``dest`` (members may not leave it)."""
+    """Unpack the tar stream that ``parts`` were cut from into ``dest`` (members may not leave it); a stream that is
+    not a whole tar (empty or cut-off parts) is one line."""
     dest.mkdir(parents=True, exist_ok=True)
-    with _PartReader(parts) as reader, tarfile.open(fileobj=reader, mode="r|") as tar:
-        tar.extractall(dest, filter="data")
+    try:
+        with _PartReader(parts) as reader, tarfile.open(fileobj=reader, mode="r|") as tar:
+            tar.extractall(dest, filter="data")
+    except tarfile.TarError as exc:
+        raise KitError(f"the parts {parts[0].name}... do not unpack as one tar stream ({exc}); build the pack again "
+                       "with pack.py and carry it") from None
 
 
 def plan_carries(items: Iterable[tuple[str, int]], limit_mib: float = PART_MIB,

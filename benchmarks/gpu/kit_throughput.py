@@ -31,9 +31,13 @@ def pipelines(store: str, view: str, batch: int, device: torch.device, workers: 
 def store_view(store: Path) -> tuple[int, str, int]:
     """The store's image size, its first stored LT view (the LT pipeline's pairs) and its image count; one line for
     a store the job cannot use."""
+    from ident3d.causal.errors import UserError
     from ident3d.store.info import store_info
 
-    info = store_info(str(store))
+    try:
+        info = store_info(str(store))
+    except UserError as exc:  # a carried store ident3d cannot read: one line, as every refusal of the kit
+        raise KitError(f"the throughput store {store}: {exc}") from None
     if not info.views:
         raise KitError(f"{store} has no stored LT view for the throughput job: render it with --views NAME:CHANGE")
     if info.n < 2:

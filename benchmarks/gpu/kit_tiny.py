@@ -31,12 +31,13 @@ THROUGHPUT = {"encoder": "cnn", "batch_size": 8, "steps": 1, "loader_workers": 0
 
 def tiny_stores(work: Path) -> dict[str, Path]:
     """Render the tiny stores under ``WORK/tiny`` (once: a finished one is kept) and return them by data name
-    (``tiny.train``, ``tiny.test``); where this Python has no Blender, one line saying where to get them."""
-    folder = work / "tiny"
+    (``tiny.train``, ``tiny.test``) as absolute paths (the render runs in a folder of its own, where a relative
+    ``work`` would name another place); where this Python has no Blender, one line saying where to get them."""
+    folder = work.resolve() / "tiny"
     stores = {}
     for key, args in RENDER.items():
         store, done = folder / f"{key}.zarr", folder / f"{key}.done"
-        if not done.is_file():
+        if not done.is_file() or not (store / "zarr.json").is_file():  # a marker without its store: render again
             if importlib.util.find_spec("bpy") is None:
                 raise KitError("the tiny stores are rendered with Blender (bpy), which this Python lacks: build the "
                                "pack with pack.py --tiny-data where bpy is and pass it with --pack")

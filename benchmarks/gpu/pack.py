@@ -122,6 +122,29 @@ def parse_data(items: list[str]) -> dict[str, Path]:
     return out
 
 
+def check_stores(data: dict[str, Path]) -> None:
+    """Every store to pack is finished and undamaged, as ``ident3d check`` finds it (``ident3d.store.check``: every
+    array of every done chunk decodes); the GPU machine has no Blender to finish or repair one. One line otherwise."""
+    from ident3d.causal.errors import UserError
+    from ident3d.store.check import check_store, ranges
+
+    for name, store in data.items():
+        try:
+            report = check_store(str(store))
+        except UserError as exc:
+            raise KitError(f"data {name} ({store}): {exc}") from None
+        if not report.ok:
+            first = report.bad[0]
+            raise KitError(f"data {name} ({store}) is damaged ({len(report.bad_chunks)} bad chunks, the first: chunk "
+                           f"{first.chunk} of {first.array}: {first.error}); run `ident3d check {store} --repair`, "
+                           "re-run its render command, then pack it")
+        if report.not_done:
+            raise KitError(f"data {name} ({store}) is unfinished ({len(report.not_done)} of its "
+                           f"{len(report.done) + len(report.not_done)} chunks not done: {ranges(report.not_done)}); "
+                           "finish its render (re-run the command that made it) before packing it: the GPU machine "
+                           "has no Blender")
+
+
 def build_pack(out: Path, data: dict[str, Path], wheels: bool = True, optional: bool = True,
                part_mib: float = PART_MIB, python_version: str = "3.12", overwrite: bool = False) -> dict[str, Any]:
     """Build the pack folder ``out`` (a new or empty folder, or with ``overwrite`` an earlier pack); returns its
@@ -221,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             if clash:
                 raise KitError(f"--data {clash[0]} clashes with --tiny-data's store of that name")
             data.update(tiny_stores(args.work))
+        check_stores(data)
         manifest = build_pack(args.out, data, wheels=not args.no_wheels, optional=not args.no_optional,
                               part_mib=args.part_mib, python_version=args.python_version, overwrite=args.overwrite)
     except KitError as exc:
