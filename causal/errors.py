@@ -35,3 +35,8 @@ def check_keys(raw: object, allowed: set[str] | frozenset[str], where: str) -> N
     extra = set(raw) - set(allowed)  # type: ignore[call-overload]
     if extra:
         raise SpecError(f"{where}: unknown key(s) {sorted(extra)}; allowed: {sorted(allowed)}")
+
+
+class Note(UserWarning):
+    """Something a user should know about a valid request (a rule it cannot apply, what a model means on this data),
+    said once before the work: the commands print it as one 'note:' line, Python callers see a warning."""

@@ -50,6 +50,8 @@ class Metric:
     with at least those columns (more, e.g. a matrix, stays in the report's JSON)."""
 
     needs: ClassVar[frozenset[str]] = frozenset({"codes"})
+    # kinds of test store it scores ("sequences", "objects"): experiment configs check them before any store is made
+    data_needs: ClassVar[frozenset[str]] = frozenset()
     columns: ClassVar[tuple[str, ...]] = ()
     # raised whenever the metric's numbers change (a fix, a new definition): a cell's scoring key holds every metric's
     # version, so finished cells are scored again with the new one and never retrained for it

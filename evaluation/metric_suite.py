@@ -153,6 +153,7 @@ class Temporal(Metric):
     learns one (else post hoc)."""
 
     needs = frozenset({"codes", "run"})
+    data_needs = frozenset({"sequences"})  # of a store; the synthetic source carries its own sequences
     columns = HEADLINE
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:

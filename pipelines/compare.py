@@ -211,7 +211,8 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
     tc = TrainConfig(data="-", views="none", objective_args=dict(train.get("hp") or {}), **args)
     check_numbers(tc, flag=lambda key: f"{head}: train.{key}")
     try:
-        check_components(tc, image_size=image_size(cfg["stores"]["train"]))
+        # the model's parameters here; a step's memory where the cell trains (a farm's worker, a GPU), at its start
+        check_components(tc, image_size=image_size(cfg["stores"]["train"]), steps_memory=False)
     except UserError as exc:
         raise UserError(f"{head}: train: {exc}") from None
     need = OBJECTIVES.get(tc.objective).n_views
@@ -225,11 +226,25 @@ def check_train_section(cfg: dict[str, Any], where: str) -> None:
 
 
 def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
-    """Check both stores (rendered ones with the renderer) before either is made (nothing is written; ``head``
+    """Check every store (rendered ones with the renderer) before any is made, and that each store gives what the
+    rows' view makers (train store) and the metrics (test stores) declare they need (nothing is written; ``head``
     starts an error's line); returns each store's fingerprint digest (what a cell's key records of its data)."""
-    from ident3d.pipelines.store_specs import plan_digest
+    from ident3d.evaluation.metric_suite import METRICS
+    from ident3d.pipelines.store_specs import DATA_WORDS, plan_store
+    from ident3d.training.views import Normalize, make_view_maker
 
-    return {key: plan_digest(cfg["stores"][key], key, cfg.get("scene"), head) for key in store_keys(cfg)}
+    planned = {key: plan_store(cfg["stores"][key], key, cfg.get("scene"), head) for key in store_keys(cfg)}
+    blank = Normalize((0.0,) * 3, (1.0,) * 3)
+    needs = [(f"row {row['name']!r} (views {row['views']})", ["train"],
+              make_view_maker(str(row["views"]), blank).data_needs, "the row's views") for row in cfg["rows"]]
+    needs += [(f"metric {name}", store_keys(cfg)[1:], METRICS.get(name).data_needs, "the metric")
+              for name in cfg.get("metrics") or ()]
+    for who, keys, wants, other in needs:
+        for key in keys:
+            if missing := sorted(wants - planned[key].provides):
+                raise UserError(f"{head}: {who} needs {DATA_WORDS[missing[0]]}, which stores.{key} is not; "
+                                f"change stores.{key} or {other}")
+    return {key: p.digest for key, p in planned.items()}
 
 
 def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store: str = "-") -> Any:

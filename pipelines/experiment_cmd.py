@@ -12,7 +12,7 @@ from typing import Any
 
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.experiment import slug
-from ident3d.pipelines.files import read_yaml_config
+from ident3d.pipelines.files import check_output_dir, read_yaml_config
 
 KINDS = ("compare", "synthetic", "scaling")  # each the module ident3d.pipelines.KIND: load_config, plan, run
 
@@ -36,6 +36,8 @@ def default_out(kind: str, cfg: dict[str, Any]) -> Path:
 def dry_run(path: str | Path, out: str | Path | None = None) -> str:
     """Check the whole config (as running it would, before any work) and list its cells: the text printed."""
     kind, module = kind_of(path)
+    if out:
+        check_output_dir(out)
     missing: list[str] = []  # a synthetic source's dataset that is not here: said, not refused
     cfg = module.load_config(path, missing) if kind == "synthetic" else module.load_config(path)
     where = Path(out) if out else default_out(kind, cfg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +49,12 @@ def current_umask() -> int:
 
 def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
     """Validate an output folder before any work: not an existing file, and creatable (in its nearest existing
-    ancestor a probe folder can be made and removed: as root, ``os.access`` says yes even where it is not so)."""
+    ancestor a probe folder can be made and removed: as root, ``os.access`` says yes even where it is not so). A URL
+    (``s3://bucket/x``, or what ``Path`` leaves of one, ``s3:/bucket/x``) is refused: these outputs (runs, cells,
+    tables) are local folders; object storage is for stores."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(path)):
+        raise UserError(f"{flag} {path}: this output is a local folder (object storage holds stores: ident3d render "
+                        "--out s3://...); give a local folder and copy the results up when done")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} is a file; choose a folder")

@@ -6,6 +6,7 @@ fingerprint digest (what a cell's key records of its data), and makes or resumes
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,8 @@ def check_spec(spec: Any, key: str, where: str) -> None:
 
 
 def _check_dataset(spec: dict[str, Any], key: str, where: str) -> None:
-    from ident3d.ingest.datasets import dataset_names
+    """A dataset store spec: a known dataset, a split, whole sizes, and no more rows than the split has."""
+    from ident3d.ingest.datasets import DATASETS, dataset_names
 
     head = f"config {where}: stores.{key}"
     if not isinstance(spec["dataset"], str) or spec["dataset"].lower() not in dataset_names():
@@ -75,6 +77,10 @@ def _check_dataset(spec: dict[str, Any], key: str, where: str) -> None:
             raise UserError(f"{head}.{field_} must be a whole number >= {low}, got {spec[field_]!r}")
     if "root" in spec and not isinstance(spec["root"], str):
         raise UserError(f"{head}.root must be a folder (text), got {spec['root']!r}")
+    split = spec.get("split", key)
+    if "n" in spec and spec["n"] > (rows := DATASETS.get(spec["dataset"].lower())().count(split == "train")):
+        raise UserError(f"{head}.n is {spec['n']:,} but {spec['dataset']} ({split}) has {rows:,} images; lower n "
+                        "or leave it out (all of them)")
 
 
 def store_size(spec: dict[str, Any], key: str = "train") -> int:
@@ -120,22 +126,43 @@ def dataset_fields(spec: dict[str, Any], key: str) -> dict[str, Any]:
             "n": spec.get("n")}
 
 
-def plan_digest(spec: dict[str, Any], key: str, scene: str | None, head: str) -> str:
-    """The spec's fingerprint digest, checked with the renderer for a rendered store (nothing is written; ``head``
-    starts an error's line)."""
+DATA_WORDS = {"sequences": "a sequence store (sequences: and length:)",
+              "objects": "a multi-object store (scene: multi3dident, masks and per-object latents)",
+              "classes": "a store with classes"}
+
+
+@dataclass(frozen=True)
+class PlannedStore:
+    """A checked store spec before it is made: its fingerprint digest (what a cell's key records of its data) and
+    the kinds of data it will hold (``DATA_WORDS``), which metrics and view makers declare they need."""
+
+    digest: str
+    provides: frozenset[str]
+
+
+def plan_store(spec: dict[str, Any], key: str, scene: str | None, head: str) -> PlannedStore:
+    """The spec checked as making it would check it, with the renderer for a rendered store (its chunk bookkeeping
+    included), nothing written (``head`` starts an error's line)."""
     from ident3d.pipelines.cells import canonical
 
     if spec_kind(spec) == "dataset":
-        return hashlib.sha256(canonical({"dataset_store": dataset_fields(spec, key)}).encode()).hexdigest()
+        digest = hashlib.sha256(canonical({"dataset_store": dataset_fields(spec, key)}).encode()).hexdigest()
+        return PlannedStore(digest, frozenset({"classes"}))
     from ident3d.render import plan_render
+    from ident3d.render.driver import check_bookkeeping
     from ident3d.render.sequences import plan_sequences
 
     try:
         plan = (plan_sequences if spec_kind(spec) == "sequences" else plan_render)(
             f"{key}.zarr", **render_args(spec, scene))
+        check_bookkeeping(plan.job)
     except UserError as exc:
         raise UserError(f"{head}: stores.{key}: {exc}") from None
-    return hashlib.sha256(canonical(plan.attrs.fingerprint()).encode()).hexdigest()
+    provides = {"sequences"} if plan.attrs.sequences else set()
+    provides |= {"objects"} if (plan.attrs.scene_spec or {}).get("objects") else set()
+    provides |= {"classes"} if plan.attrs.class_names else set()
+    return PlannedStore(hashlib.sha256(canonical(plan.attrs.fingerprint()).encode()).hexdigest(),
+                        frozenset(provides))
 
 
 def make_store(spec: dict[str, Any], key: str, scene: str | None, out: Path, scheduler: str | None,

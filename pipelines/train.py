@@ -13,6 +13,7 @@ from typing import Any
 
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.files import check_output_dir
+from ident3d.pipelines.notes import notes_printed
 
 # options a resumed run may change; not num_workers: batch contents depend on the number of loader lanes
 
@@ -212,7 +213,7 @@ def check_early(cfg: Any) -> None:
     from ident3d.training.views import Normalize, make_view_maker
 
     make_view_maker(cfg.views, Normalize((0.0,) * 3, (1.0,) * 3), n_views=cfg.n_views)
-    check_components(cfg, image_size=64)  # also refuses --n-views J for an objective that takes a fixed count
+    check_components(cfg, image_size=64, steps_memory=False)  # refuses --n-views J for an objective of fixed views
 
 
 def finished_step(run_dir: Any, cfg: Any) -> int | None:
@@ -249,8 +250,9 @@ def run(args: argparse.Namespace) -> int:
     print(start_line(cfg, auto), flush=True)
     clear = (lambda: shutil.rmtree(out)) if args.overwrite and out.exists() else None
     try:
-        last = train(cfg, out, resume=saved is not None and run_dir.checkpoint_path.exists(),
-                     progress=not args.no_progress, on_ready=clear, say=lambda text: print(text, flush=True))
+        with notes_printed("train"):
+            last = train(cfg, out, resume=saved is not None and run_dir.checkpoint_path.exists(),
+                         progress=not args.no_progress, on_ready=clear, say=lambda text: print(text, flush=True))
     except TrainingInterrupted as stop:
         kept = f"the checkpoint of step {stop.checkpoint} is kept" if stop.checkpoint else "no checkpoint yet"
         print(f"ident3d train: interrupted at step {stop.step} of {cfg.steps}; {kept}: re-run the same command with "

@@ -54,6 +54,7 @@ from ident3d.store.zarr_io import (
     n_chunks,
     prepare,
     read_rows,
+    store_exists,
     store_name,
     write_chunk,
     write_given,
@@ -533,9 +534,12 @@ def prepare_store(plan: RenderPlan, overwrite: bool, allow_blender_change: bool 
 
 
 def finished(out: str) -> bool:
-    """Whether ``out`` is a store every chunk of which is done (False where there is none, or it cannot be read)."""
+    """Whether ``out`` is a store every chunk of which is done (False where there is none, or it cannot be read; a
+    URL the backend cannot reach, e.g. without credentials, is the one-line error of ``store_exists``)."""
     import zarr
 
+    if is_url(out) and not store_exists(out):
+        return False
     try:
         group = zarr.open_group(out, mode="r")
         return "done" in group and bool(read_done(group).all())

@@ -34,7 +34,7 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     result = mkdocs_build(ROOT / "mkdocs.yml", site)
     assert result.returncode == 0, result.stderr[-4000:]
     home = (site / "index.html").read_text()
-    assert "A ten-line tour" in home and 'href="rendering/"' in home  # the README, its docs/ links made the site's
+    assert "A short tour" in home and 'href="rendering/"' in home  # the README, its docs/ links made the site's
     api = text_of(site / "api" / "index.html")
     missing = [name for name in ident3d.PUBLIC if name not in api]
     assert missing == [], f"public names missing from the API page: {missing}"

@@ -14,8 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import (FullDisk, KillOnce, cli_with_hook, default_sigint, inject_before_commit, peak_mb, run_cli,
-                     tree_digest)
+from helpers import (
+    FullDisk,
+    KillOnce,
+    cli_with_hook,
+    default_sigint,
+    inject_before_commit,
+    peak_mb,
+    run_cli,
+    tree_digest,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 N, CHUNK = 8, 1
@@ -147,7 +155,7 @@ def test_huge_n_is_refused_at_once_and_creates_nothing(tmp_path, n):
     r, peak = peak_mb(lambda: ident3d(*BASE, "--out", str(out), "--n", n))
     line = one_line(r)
     assert f"--n {int(n):,}" in line and ("of memory but" in line or "of disk for the store" in line), line
-    assert peak < 64 and not out.exists(), peak  # refused before the bookkeeping that grew to 13.5 GB
+    assert peak < 512 and not out.exists(), peak  # imports included; the bookkeeping grew to 13.5 GB before
 
 
 def test_unreachable_scheduler_is_one_line_fast_and_creates_nothing(tmp_path, monkeypatch):

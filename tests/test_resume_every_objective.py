@@ -47,9 +47,10 @@ def test_the_table_covers_every_registered_objective():
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """A 64-digit canvas store (14 px digits on 28 px canvases) and 8 imported sequences of 6 16-px frames."""
+    from test_next_frame import citris_file
+
     from ident3d.ingest.datasets import _subset, canvas, digits, write_dataset_store
     from ident3d.ingest.temporal_npz import import_temporal
-    from test_next_frame import citris_file
 
     root = tmp_path_factory.mktemp("resume_all")
     image = write_dataset_store(canvas(_subset(digits(14), slice(0, 64)), 0), root / "image.zarr")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from ident3d.causal.errors import UserError
+from ident3d.causal.errors import Note, UserError
 from ident3d.store.info import StoreInfo, image_stats, store_info, store_latents
 from ident3d.training.data import StoreBatches, make_loader
 from ident3d.training.objectives import OBJECTIVES
@@ -76,6 +77,9 @@ def build_store_run(cfg: Any, spec: StoreData, start_batch: int, rank: int, worl
         cfg.objective_args = with_data_args(cfg, objective_cls.store_args(
             store_latents(info), len(info.class_names or [])), info.path)
     _, objective = check_components(cfg, info.image_size)
+    note = getattr(objective_cls, "store_note", None)
+    if note is not None and (text := note(info)):
+        warnings.warn(Note(text), stacklevel=2)
     keys = [k for k in views.requires if k.startswith("views/")]
     if keys:
         keys += [k.replace("/images", "/latents") for k in keys]

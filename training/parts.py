@@ -13,6 +13,7 @@ from ident3d.store.memory import available_memory, check_fits
 from ident3d.training.encoder_base import Encoder
 from ident3d.training.encoders import build_encoder
 from ident3d.training.hparams import check_keywords, coerce
+from ident3d.training.model_memory import check_model_memory
 from ident3d.training.objectives import OBJECTIVES
 from ident3d.training.objectives.base import Objective
 from ident3d.training.registry import FIXED_ARGS
@@ -30,6 +31,8 @@ class Run:
     loader: Any
 
 
+SEED_MAX = 2**63 - 1  # torch.manual_seed's largest seed (it refuses 2**64 and above, wraps the signed range)
+
 # arguments the trainer passes itself: not settable through --hp / --encoder-arg
 _FIXED_ARGS = {"self", *FIXED_ARGS}
 
@@ -46,6 +49,8 @@ def check_numbers(cfg: Any, flag: Any = lambda key: "--" + key.replace("_", "-")
     for key, example in (("steps", "300"), ("log_every", "10"), ("checkpoint_every", "100"), ("out_dim", "10")):
         if not isinstance(getattr(cfg, key), int) or getattr(cfg, key) < 1:
             raise bad(key, "a whole number >= 1", example)
+    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or not 0 <= cfg.seed <= SEED_MAX:
+        raise bad("seed", f"a whole number from 0 to {SEED_MAX} (torch's seed range)", "0")
     if not isinstance(cfg.batch_size, int) or cfg.batch_size < 2:
         raise bad("batch_size", "a whole number >= 2", "128")
     if not _finite(cfg.grad_clip) or cfg.grad_clip < 0:
@@ -149,12 +154,21 @@ def _device_memory(device: Any) -> int | None:
     return available_memory()
 
 
-def check_components(cfg: Any, image_size: int, input_kind: str = "image",
-                     in_dim: int | None = None) -> tuple[Encoder, Objective]:
+def _training_device(device: str) -> str:
+    """Where a run's model and steps live: cuda when asked (or auto) and present, else cpu."""
+    import torch
+
+    return "cuda" if device in ("cuda", "auto") and torch.cuda.is_available() else "cpu"
+
+
+def check_components(cfg: Any, image_size: int, input_kind: str = "image", in_dim: int | None = None,
+                     steps_memory: bool = True) -> tuple[Encoder, Objective]:
     """Build the encoder and objective of ``cfg`` once (on no data) to check names, keys and values early:
     a bad --hp or --encoder-arg fails here, before a store is read or a run directory is made. Vector encoders
     (``input_kind="vector"``, synthetic data) get ``in_dim`` unless the config sets it; image runs also check
-    ``n_views`` against the objective (a synthetic source decides its own view count)."""
+    ``n_views`` against the objective (a synthetic source decides its own view count). The model and, unless
+    ``steps_memory`` is False (``image_size`` then only a stand-in), one training step must fit in memory
+    (``ident3d.training.model_memory``), checked before the real model is built."""
     objective_cls, encoder_cls = resolve_args(cfg)
     if input_kind == "image":
         check_view_count(cfg, objective_cls)
@@ -164,11 +178,19 @@ def check_components(cfg: Any, image_size: int, input_kind: str = "image",
     options = dict(cfg.encoder_args)
     if in_dim is not None:
         options.setdefault("in_dim", in_dim)
-    encoder = build_encoder(cfg.encoder, cfg.out_dim, image_size, cfg.constraint, **options)
-    try:
-        objective = objective_cls(encoder, **cfg.objective_args)
-    except UserError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"objective {cfg.objective}: {exc}") from None
+
+    def build() -> tuple[Objective, Encoder]:
+        encoder = build_encoder(cfg.encoder, cfg.out_dim, image_size, cfg.constraint, **options)
+        try:
+            return objective_cls(encoder, **cfg.objective_args), encoder
+        except UserError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"objective {cfg.objective}: {exc}") from None
+
+    views = cfg.n_views if getattr(objective_cls, "any_views", False) else objective_cls.n_views
+    steps = input_kind == "image" and steps_memory  # False: before the store is read, at a stand-in image size
+    check_model_memory(cfg.objective, build, cfg.batch_size, image_size if steps else 0, views,
+                       _device_memory(_training_device(cfg.device)))
+    objective, encoder = build()
     return encoder, objective

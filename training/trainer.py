@@ -36,8 +36,8 @@ from torch import nn
 
 from ident3d.causal.errors import UserError
 from ident3d.causal.rng import stream_key
-from ident3d.training.config import TrainConfig
 from ident3d.training import rng_state
+from ident3d.training.config import TrainConfig
 from ident3d.training.distributed import mean_across_ranks
 from ident3d.training.run_dir import CHECKPOINT, load_checkpoint, write_config
 from ident3d.training.schedule import lr_factor

@@ -11,6 +11,8 @@ compare with a multi-object store's masks.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -35,6 +37,18 @@ class SlotObjective(Objective):
         if encoder.constraint != "none":
             raise UserError(f"objective {name}: slots are unconstrained; use --constraint none")
         self.n_slots, self.slot_dim = int(n_slots), int(slot_dim)
+
+    @classmethod
+    def store_note(cls, info: Any) -> str | None:
+        """What training on this store means, when it has no objects to separate (a single-object or sequence
+        store): the slots then split each image into parts, and the object metrics cannot score them."""
+        if (info.attrs.scene_spec or {}).get("objects"):
+            return None
+        what = "a sequence store (its frames are trained as single images)" if info.attrs.sequences else \
+            "a store without object slots (a single-object scene or a dataset)"
+        return (f"{cls.registry_name} on {what}: with no objects to separate, its slots split each image into "
+                "parts (object, background, lighting), and the object metrics (fg_ari, sis, slot_r2) need a "
+                "multi-object store's masks and per-object latents; render one with --scene multi3dident")
 
     def decompose(self, x: torch.Tensor, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """{"slots": (B, K, D), "recon": (B, 3, H, W), "masks": (B, K, H, W) each slot's weight per pixel, "features":

@@ -78,6 +78,8 @@ class ViewMaker:
     n_views: int = 2  # views per anchor: a fixed count, or the instance's J where ``any_views``
     any_views: ClassVar[bool] = False  # makes any J >= 2 independently drawn views (``--n-views J``)
     requires: ClassVar[tuple[str, ...]] = ()  # store arrays the maker needs, e.g. ("views/hues/images",)
+    # kinds of store it needs ("sequences", "objects", "classes"), checked by experiment configs before any store
+    data_needs: ClassVar[frozenset[str]] = frozenset()
     objective: ClassVar[str | None] = None  # the one objective this maker feeds, if its views are not images
     arg: ClassVar[str | None] = None  # the keyword 'NAME:ARG' fills (lt_exact:VIEW -> view); None: takes no ':ARG'
     # what its views differ in, as SCM change sets, groups or nodes (resolved through the store's SCM by

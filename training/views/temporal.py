@@ -53,6 +53,7 @@ class NextFrameViews(ViewMaker):
     """Time-contrastive pairs (x_t, x_{t+1}) of a sequence store (rendered with --sequences, or imported)."""
 
     requires = ("pair/images",)
+    data_needs = frozenset({"sequences"})
 
     def __call__(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> list[torch.Tensor]:
         return [self.normalize(to_float(batch["images"])), self.normalize(to_float(batch["pair/images"]))]
