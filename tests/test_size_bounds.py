@@ -42,7 +42,7 @@ def refused(r, *fragments):
     return lines[0]
 
 
-PEAK_MB = 64  # what a refusal before the work may allocate; the refused work needs gigabytes and more
+PEAK_MB = 512  # a refusal before the work (imports included); the refused work needs hundreds of GB and more
 
 
 def measured_cli(*args):
