@@ -6,6 +6,7 @@ import argparse
 
 from ident3d.causal.errors import UserError
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
+from ident3d.pipelines.notes import notes_printed
 from ident3d.render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
 from ident3d.render.driver import VIEW_SEEDS, RenderReport
 from ident3d.render.placement_rules import support_from_flags
@@ -114,14 +115,15 @@ def run(args: argparse.Namespace) -> int:
         print(mesh_summary(*scene_with_meshes(args.scene, args.meshes, args.meshes_dir)), flush=True)
     settings = render_settings_args(args)
     support = support_from_flags(args.support_exclude, args.support_only)
-    report = render_store(args.out, scene=args.scene, scm=args.scm, n=args.n, latents=args.latents,
-                          settings=settings, preset=args.preset, seed=args.seed, chunk_size=args.chunk_size,
-                          views=args.views, meshes=args.meshes, view_seeds=args.view_seeds,
-                          view_conditional=args.view_conditional, workers=args.workers, scheduler=args.scheduler,
-                          retries=args.retries, overwrite=args.overwrite,
-                          progress=not args.no_progress, connect_timeout=args.connect_timeout,
-                          meshes_dir=args.meshes_dir, threads=args.threads,
-                          allow_blender_change=args.allow_blender_change, support=support)
+    with notes_printed("render"):  # a rule the render cannot apply: one 'note:' line
+        report = render_store(args.out, scene=args.scene, scm=args.scm, n=args.n, latents=args.latents,
+                              settings=settings, preset=args.preset, seed=args.seed, chunk_size=args.chunk_size,
+                              views=args.views, meshes=args.meshes, view_seeds=args.view_seeds,
+                              view_conditional=args.view_conditional, workers=args.workers, scheduler=args.scheduler,
+                              retries=args.retries, overwrite=args.overwrite,
+                              progress=not args.no_progress, connect_timeout=args.connect_timeout,
+                              meshes_dir=args.meshes_dir, threads=args.threads,
+                              allow_blender_change=args.allow_blender_change, support=support)
     return summarize(report)
 
 
@@ -171,6 +173,8 @@ def render_sequence_args(args: argparse.Namespace) -> RenderReport:
 
 
 def render_settings_args(args: argparse.Namespace) -> dict[str, object]:
-    """The render-setting overrides of the command line (None: the preset's), for i.i.d. and sequence renders."""
-    return {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise, "device": args.device,
-            "hue_mode": args.hue_mode}
+    """The render-setting overrides of the command line, for i.i.d. and sequence renders; a flag left unset keeps
+    the preset's value (the API refuses None, so unset flags are left out)."""
+    given = {"resolution": args.resolution, "samples": args.samples, "denoise": args.denoise, "device": args.device,
+             "hue_mode": args.hue_mode}
+    return {k: v for k, v in given.items() if v is not None}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,17 +19,17 @@ from typing import Any
 import numpy as np
 
 from ident3d.causal import SCM, Samples, builtin_names, load_scm
-from ident3d.causal.errors import UserError
+from ident3d.causal.errors import Note, UserError
 from ident3d.causal.object_scope import is_scope
 from ident3d.causal.scm import CONDITIONALS
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.render.driver import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
 from ident3d.render.latents_io import GivenLatents, given_latents
 from ident3d.render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
-from ident3d.render.placement import preflight, render_rules
+from ident3d.render.placement import preflight, render_rules, rules_breach
 from ident3d.render.placement_rules import PlacementRules
 from ident3d.render.scene import Scene, load_scene, scene_from_dict
-from ident3d.render.settings import RenderSettings, render_settings
+from ident3d.render.settings import RenderSettings, settings_from
 from ident3d.store.attrs import StoreAttrs
 from ident3d.store.zarr_io import is_url
 
@@ -65,7 +66,8 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
     (``report.ok`` is False); re-running retries them. Errors no retry can fix (a bad mesh, a full disk) stop the
     run with a one-line ``UserError``; finished chunks are kept, so a re-run resumes.
     """
-    check_run_args(workers, threads, retries, connect_timeout)
+    check_run_args(workers, threads, retries, connect_timeout, scheduler)
+    check_switches(overwrite=overwrite, progress=progress, allow_blender_change=allow_blender_change)
     plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
                        view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional,
@@ -74,8 +76,11 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                connect_timeout=float(connect_timeout), threads=threads, allow_blender_change=allow_blender_change)
 
 
-def check_run_args(workers: int | None, threads: int | None, retries: int, connect_timeout: float) -> None:
+def check_run_args(workers: int | None, threads: int | None, retries: int, connect_timeout: float,
+                   scheduler: str | None = None) -> None:
     """Where-to-run settings of any render: one line for a bad value, before anything is planned or written."""
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+        raise UserError(f"scheduler must be a Dask scheduler's address (text, e.g. tcp://HOST:8786), got {scheduler!r}")
     if workers is not None and (not _is_int(workers) or workers <= 0):
         raise UserError(f"workers must be a positive number of processes, got {workers!r}")
     if threads is not None and (not _is_int(threads) or threads <= 0):
@@ -84,6 +89,14 @@ def check_run_args(workers: int | None, threads: int | None, retries: int, conne
         raise UserError(f"retries must be a non-negative integer, got {retries!r}")
     if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
         raise UserError(f"connect timeout must be a positive number of seconds, got {connect_timeout!r}")
+
+
+def check_switches(**switches: object) -> None:
+    """On/off arguments of a render are bools: ``overwrite="no"`` is truthy and would replace a store, so anything but
+    True or False is one line naming the argument."""
+    for name, value in switches.items():
+        if not isinstance(value, bool | np.bool_):
+            raise UserError(f"{name} must be True or False, got {value!r}")
 
 
 def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg = None, n: int | None = None,
@@ -108,9 +121,12 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     ``support``: a support region, ``{"exclude": {NAME: [LOW, HIGH], ...}}`` (rows with every listed latent inside
     are redrawn) or ``{"only": {...}}`` (only such rows are kept), added to the scene's placement rules
     (``ident3d.render.placement``); rows breaking the rules are redrawn, and rules too strict to be kept are refused
-    here. Given latents are rendered as given: the rules are not applied to them (a ``support`` is refused).
+    here. Given latents cannot be redrawn: they must keep the SCM's support (``ident3d.causal.support``) and the
+    scene's latent rules, or the first row that breaks one is refused; ``min_visible`` and the rules of their views are
+    not applied to them, which a :class:`RenderNote` warning says (a ``support`` argument is refused).
     Bad input raises a one-line ``UserError``.
     """
+    where = store_path(out)
     if n is not None and (not _is_int(n) or n <= 0):
         raise UserError(f"n must be a positive number of images, got {n!r}")
     if not _is_int(chunk_size) or chunk_size <= 0:
@@ -122,14 +138,14 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     the_scene, folder = scene_with_meshes(scene, meshes, meshes_dir)
     the_scm = with_conditional(_scm(scm, the_scene), view_conditional)
     check_scene_matches(the_scene, the_scm)
-    the_settings = _settings(settings, preset)
+    the_settings = settings_from(settings, preset)
     the_views = parse_views(views, the_scm)
     given = _given(latents, classes, n, the_scm)
     n = len(given) if given is not None else n
     if n is None:
         raise UserError("give n (images to sample) or latents (rows to render)")
-    rules = _placement(the_scene, the_scm, support, given is not None, n, seed, the_views)
-    job = RenderJob(out=store_path(out), scene=the_scene.to_dict(), scm=the_scm.spec,
+    rules = _placement(the_scene, the_scm, support, given, n, seed, the_views)
+    job = RenderJob(out=where, scene=the_scene.to_dict(), scm=the_scm.spec,
                     settings=the_settings.to_dict(), n=n, seed=seed, chunk_size=chunk_size, views=the_views,
                     view_seeds=view_seeds, given=given is not None,
                     placement=None if rules is None else rules.to_dict())
@@ -142,14 +158,16 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
                       None if given is None else given.latents, None if given is None else given.classes)
 
 
-def _placement(scene: Scene, scm: SCM, support: SupportArg, given: bool, n: int, seed: int,
+def _placement(scene: Scene, scm: SCM, support: SupportArg, given: GivenLatents | None, n: int, seed: int,
                views: dict[str, list[str]]) -> PlacementRules | None:
     """The placement rules a render applies (the scene's, with ``support``), checked by the preflight before anything
-    is written; None without rules, and for given latents (rendered as given; a ``support`` is then refused)."""
-    if given:
+    is written; None without rules, and for given latents, which cannot be redrawn: they must keep the scene's latent
+    rules (:func:`check_given_rows`; a ``support`` argument is refused)."""
+    if given is not None:
         if support is not None:
             raise UserError("a support region selects sampled rows, but given latents are rendered as given; drop "
                             "the support (--support-exclude / --support-only) or sample the rows (--n)")
+        check_given_rows(scene, scm, given, views)
         return None
     if support is not None and not isinstance(support, Mapping):
         raise UserError(f"support must be a mapping {{exclude|only: {{NAME: [LOW, HIGH]}}}}, got {support!r}")
@@ -159,18 +177,49 @@ def _placement(scene: Scene, scm: SCM, support: SupportArg, given: bool, n: int,
     return rules
 
 
+def check_given_rows(scene: Scene, scm: SCM, given: GivenLatents, views: dict[str, list[str]]) -> None:
+    """Given rows keep the scene's latent placement rules (min_distance, support), or the first that breaks one is
+    refused in one line naming it and the rule; the rules they cannot be held to (``min_visible``, judged on rendered
+    images, and the rules for ``views``, drawn by the render) are named in a :class:`RenderNote`."""
+    rules = scene.placement
+    if rules is None or not rules.active:
+        return
+    breach = rules_breach(rules, scene, given.latents, given.classes)
+    if breach is not None:
+        raise UserError(f"given latents ({given.source}): {breach}; move the row into the rules or drop it "
+                        f"(`ident3d sample --scene {scene.name}` draws rows that keep them, as render --n does)")
+    skipped = [f"min_visible {rules.min_visible:g} (judged on rendered images; the store's visibility array counts "
+               "each object's pixels)"] if rules.min_visible > 0 else []
+    latent_rules = " and ".join(r for r in (f"min_distance {rules.min_distance:g}" if rules.min_distance > 0 else "",
+                                            "support" if rules.support else "") if r)
+    skipped += [f"{latent_rules} to the rows of views {', '.join(views)} (drawn by the render, kept as drawn)"] \
+        if views and latent_rules else []
+    if skipped:
+        warnings.warn(RenderNote(f"given latents are rendered as given, so these placement rules of scene {scene.name} "
+                                 f"are not applied: {'; '.join(skipped)}"), stacklevel=3)
+
+
+class RenderNote(Note):
+    """A rule a render cannot apply to its rows, said once before rendering (``ident3d render`` prints it as a
+    'note:' line; Python callers see a warning)."""
+
+
 def check_chunk_memory(settings: SettingsArg, preset: str, chunk_size: int, chunk_flags: str) -> None:
     """One render worker's memory (``ident3d.render.driver.check_memory``) for chunks of ``chunk_size`` images at the
     resolution of ``settings`` / ``preset``: for a caller that checks it before building the rows it renders (a
     sequence render, before its rollout), naming its own ``chunk_flags``."""
-    check_memory({"height": _settings(settings, preset).resolution, "chunk_size": chunk_size}, workers=1,
+    check_memory({"height": settings_from(settings, preset).resolution, "chunk_size": chunk_size}, workers=1,
                  chunk_flags=chunk_flags)
 
 
 def store_path(out: str | Path) -> str:
     """Where workers open the store: a local path made absolute (workers of an existing cluster run in their own
-    working directories), a URL as given."""
-    return str(out) if is_url(str(out)) else os.path.abspath(os.path.expanduser(str(out)))
+    working directories), a URL as given; ``out`` that is not a non-empty path or text (``5`` would make a store
+    named ``5``, ``""`` the working directory) is one line."""
+    path = os.fspath(out) if isinstance(out, os.PathLike) else out
+    if not isinstance(path, str) or not path.strip():
+        raise UserError(f"out must be the store's path or URL (text or a pathlib.Path), got {out!r}")
+    return path if is_url(path) else os.path.abspath(os.path.expanduser(path))
 
 
 def check_mesh_files(scene: Scene) -> None:
@@ -209,6 +258,10 @@ def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:
                             f"view a name first, NAME:{name}:{change}, e.g. moved:{name}:{change}")
         if name in out:
             raise UserError(f"views: view {name!r} given twice")
+        if not isinstance(change, str) and not (isinstance(change, Sequence) and all(isinstance(c, str)
+                                                                                     for c in change)):
+            raise UserError(f"views: view {name!r} must change a change set (text) or a list of node names, "
+                            f"got {change!r}")
         out[name] = scm.resolve(change)
     return out
 
@@ -218,7 +271,12 @@ def parse_meshes(meshes: MeshesArg) -> dict[str, str]:
     if not meshes:
         return {}
     if isinstance(meshes, Mapping):
+        bad = [p for p in meshes.values() if not isinstance(p, str | os.PathLike)]
+        if bad:
+            raise UserError(f"meshes: a class's mesh must be a file path, got {bad[0]!r}")
         pairs = [(str(c), str(p)) for c, p in meshes.items()]
+    elif isinstance(meshes, str) or not isinstance(meshes, Sequence):
+        raise UserError(f"meshes must be {{CLASS: PATH}} or a list of 'CLASS=PATH', got {meshes!r}")
     else:
         pairs = []
         for item in meshes:
@@ -233,13 +291,20 @@ def parse_meshes(meshes: MeshesArg) -> dict[str, str]:
 
 
 def check_scene_matches(scene: Scene, scm: SCM) -> None:
-    """The scene binds the SCM's latents in order, and has as many object classes as the SCM."""
+    """The scene binds the SCM's latents in order, has as many object classes as the SCM, and a scene with object
+    slots renders an SCM with object plates (whose presence rules give the slots' flags their meaning)."""
     if tuple(scene.latent_names) != tuple(scm.names):
         raise UserError(f"scene {scene.name} binds latents {list(scene.latent_names)} but SCM {scm.name} "
                         f"samples {scm.names}; use a matching SCM or edit the scene's latents")
     if scm.class_names and len(scm.class_names) != len(scene.class_names):
         raise UserError(f"SCM {scm.name} has {len(scm.class_names)} classes but scene {scene.name} has "
                         f"{len(scene.class_names)}; use a matching SCM or scene")
+    if scene.objects is not None and scm.plates is None:
+        flags = scene.objects.present.replace("{k}", "K")
+        raise UserError(f"scene {scene.name} has object slots but SCM {scm.name} has no object plates ('objects:' and "
+                        f"'object_nodes:'), so nothing holds its {flags} columns to what a slot's flag means (0 or 1, "
+                        "slots filled from 0, an absent object's latents 0); write the SCM with plates (`ident3d scm "
+                        "show multi3dident_independent --yaml`)")
     for b in scene.bindings:  # object slots' class latents: as many categories as the scene has classes
         cats = scm.nodes[b.name].mechanism.categories if b.target.endswith(".class") else None
         if cats is not None and len(cats) != len(scene.class_names):
@@ -262,8 +327,12 @@ def scene_with_meshes(scene: SceneArg, meshes: MeshesArg = None,
         out = scene
     elif isinstance(scene, Mapping):
         out = scene_from_dict(scene)
-    else:
+    elif isinstance(scene, str | os.PathLike):
         out = load_scene(scene)
+    else:
+        raise UserError(f"scene must be a built-in scene's name, a scene YAML path, a Scene or its dict, got {scene!r}")
+    if meshes_dir is not None and not isinstance(meshes_dir, str | os.PathLike):
+        raise UserError(f"meshes_dir must be a folder's path, got {meshes_dir!r}")
     folder = find_class_meshes(meshes_dir, out.class_names) if meshes_dir is not None else None
     found = {**(folder.found if folder else {}), **parse_meshes(meshes)}
     out = out.with_meshes(found) if found else out
@@ -310,19 +379,6 @@ def _scm(scm: ScmArg, scene: Scene) -> SCM:
                             + (f", e.g. {' or '.join(fits)}" if fits else ""))
         scm = scene.name
     return load_scm(scm)
-
-
-def _settings(settings: SettingsArg, preset: str) -> RenderSettings:
-    """Render settings: given, or the preset with checked overrides."""
-    if isinstance(settings, RenderSettings):
-        return settings
-    overrides = dict(settings or {})
-    res, samples = overrides.get("resolution"), overrides.get("samples")
-    if res is not None and (not _is_int(res) or res < 8):
-        raise UserError(f"resolution must be at least 8 px, got {res!r}")
-    if samples is not None and (not _is_int(samples) or samples < 1):
-        raise UserError(f"samples must be at least 1, got {samples!r}")
-    return render_settings(preset, **overrides)
 
 
 def _given(latents: LatentsArg, classes: np.ndarray | None, n: int | None, scm: SCM) -> GivenLatents | None:

@@ -2,7 +2,8 @@
 
 Used by ``render_store(latents=...)`` and ``ident3d render --latents FILE`` to render chosen rows instead
 of sampled ones. Every problem is one ``UserError`` line naming the column, key or row at fault; values outside
-the range the SCM documents for their latent (its nodes' ``range:``, what a store's latents are) are refused.
+the range the SCM documents for their latent (its nodes' ``range:``, what a store's latents are) and rows outside
+the SCM's support (``ident3d.causal.support``) are refused. What ``ident3d sample`` writes is read back as it is.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import numpy as np
 
 from ident3d.causal import SCM, Samples
 from ident3d.causal.errors import UserError
+from ident3d.causal.support import support_breach
 
 SUFFIXES = (".csv", ".npy", ".npz")
 INDEX_COLUMN = "index"  # the row-id column `ident3d sample` writes; accepted and ignored (file order is kept)
-NPZ_KEYS = {"latents", "classes", "names", "class_names", "index"}  # `ident3d sample`'s .npz keys
+NPZ_KEYS = {"latents", "classes", "names", "class_names", "index", "present"}  # `ident3d sample`'s .npz keys
 MAGIC = {".npy": (b"\x93NUMPY", "numpy.save"), ".npz": (b"PK\x03\x04", "numpy.savez")}  # how each file starts
 RANGE_SLACK = 1e-6  # float32 rounding of a value on a range's edge is not outside it
 
@@ -54,12 +56,43 @@ def given_latents(latents: str | Path | np.ndarray | Samples, classes: np.ndarra
             raise UserError("classes= is taken from the Samples given as latents=; do not pass both")
         if list(latents.names) != list(scm.names):
             raise UserError(f"the given Samples have latents {latents.names} but SCM {scm.name} has {scm.names}")
-        return replace(check(latents.latents, latents.classes, scm, "the given Samples"), source="Samples")
+        return replace(checked_rows(latents.latents, latents.classes, scm, "the given Samples", latents.present),
+                       source="Samples")
     if isinstance(latents, str | Path):
         if classes is not None:
             raise UserError("classes= goes with a latents array; a latents file holds its own classes")
         return read_latents(latents, scm)
-    return replace(check(latents, classes, scm, "the given latents"), source="array")
+    return replace(checked_rows(latents, classes, scm, "the given latents"), source="array")
+
+
+def checked_rows(latents: object, classes: object, scm: SCM, source: str, present: object = None) -> GivenLatents:
+    """Rows to render, checked as :func:`check` does and against the SCM's support (``ident3d.causal.support``: category
+    indices, Bernoulli 0/1, object plates' presence rules), and ``present`` (N x K, as ``ident3d sample`` writes it
+    beside a multi-object SCM's rows) against the rows' presence columns; each problem one line naming the row."""
+    given = check(latents, classes, scm, source)
+    breach = support_breach(scm, given.latents)
+    if breach is not None:
+        raise UserError(f"{source}: {breach}; give rows the SCM can sample")
+    if present is not None:
+        _check_present(present, given, scm, source)
+    return given
+
+
+def _check_present(present: object, given: GivenLatents, scm: SCM, source: str) -> None:
+    """``present``, the (N, K) object flags written beside the rows, says what their present_k columns say."""
+    if scm.plates is None:
+        raise UserError(f"{source}: 'present' (object flags) given but SCM {scm.name} has no object plates")
+    flags = np.asarray(present)
+    k = scm.plates.slots
+    if flags.shape != (len(given), k) or flags.dtype.kind not in "biu":
+        raise UserError(f"{source}: 'present' must be {len(given)} x {k} object flags, got {flags.dtype} "
+                        f"{flags.shape}")
+    cols = [scm.names.index(name) for name in scm.plates.present]
+    differ = (flags != 0) != (given.latents[:, cols] == 1)
+    if differ.any():
+        i, j = (int(v) for v in np.argwhere(differ)[0])
+        raise UserError(f"{source}: row {i}'s 'present' says slot {j} is {'full' if flags[i, j] else 'empty'} but its "
+                        f"{scm.plates.present[j]} is {given.latents[i, cols[j]]:g}; give one or the other")
 
 
 def read_latents(path: str | Path, scm: SCM) -> GivenLatents:
@@ -205,7 +238,7 @@ def _read_csv(path: Path, scm: SCM) -> GivenLatents:
     if scm.class_node:
         c = header.index(scm.class_node)
         classes = np.array([_class_index(row[c].strip(), scm, f"latents file {path}", i) for i, row in enumerate(body)])
-    return replace(check(x, classes, scm, f"latents file {path}"), source=path.name)
+    return replace(checked_rows(x, classes, scm, f"latents file {path}"), source=path.name)
 
 
 def _read_numpy(path: Path, scm: SCM) -> GivenLatents:
@@ -215,11 +248,12 @@ def _read_numpy(path: Path, scm: SCM) -> GivenLatents:
         if scm.class_node is not None:
             raise UserError(f"{where} holds no classes but SCM {scm.name} has a class node ({scm.class_node}); "
                             "use a .npz with 'latents' and 'classes', or a .csv with a class column")
-        return replace(check(data, None, scm, where), source=path.name)
+        return replace(checked_rows(data, None, scm, where), source=path.name)
     with data:
         keys = set(data.files)
         if unknown := sorted(keys - NPZ_KEYS):
-            raise UserError(f"{where}: unknown key {unknown[0]!r}; expected 'latents' and optional 'classes'")
+            raise UserError(f"{where}: unknown key {unknown[0]!r}; expected 'latents' and optional 'classes' "
+                            "(and what `ident3d sample` writes: names, class_names, index, present)")
         if "latents" not in keys:
             raise UserError(f"{where}: no 'latents' array (keys: {', '.join(sorted(keys)) or 'none'})")
         if "names" in keys and [str(v) for v in data["names"]] != list(scm.names):
@@ -228,4 +262,5 @@ def _read_numpy(path: Path, scm: SCM) -> GivenLatents:
         if "class_names" in keys and [str(v) for v in data["class_names"]] != list(scm.class_names or []):
             raise UserError(f"{where}: its class_names are not SCM {scm.name}'s classes {scm.class_names}")
         latents, classes = data["latents"], data["classes"] if "classes" in keys else None
-    return replace(check(latents, classes, scm, where), source=path.name)
+        present = data["present"] if "present" in keys else None
+    return replace(checked_rows(latents, classes, scm, where, present), source=path.name)

@@ -24,6 +24,7 @@ from ident3d.render.scene import SLOT, Scene, pose, presence
 from ident3d.store.zarr_io import ChunkData
 
 PREFLIGHT_ROWS = 2000  # rows the preflight samples to measure how many keep the latent rules
+PLACED_BLOCK = 4096  # rows drawn at once by sample_placed (a render draws a chunk at once)
 LEFT_OVER = 0.01  # refused when n * (1 - p) ** (retries + 1), the rows expected to break the rules at last, exceeds it
 
 Draw = Callable[[int, np.ndarray], Samples]  # (attempt, positions in the chunk) -> those rows as drawn at that attempt
@@ -93,6 +94,27 @@ def latents_ok(rules: PlacementRules, scene: Scene, latents: np.ndarray,
                classes: np.ndarray | None = None) -> np.ndarray:
     """(N,) bool: rows that keep the rules checked before rendering (min_distance and the support region)."""
     return gap_ok(scene, latents, classes, rules.min_distance) & support_ok(rules.support, scene, latents)
+
+
+def rules_breach(rules: PlacementRules, scene: Scene, latents: np.ndarray,
+                 classes: np.ndarray | None = None) -> str | None:
+    """The first row that breaks a latent rule (min_distance, support), as 'row I ...' naming the rule and, for
+    min_distance, the two objects and their distance; None when every row keeps them. For rows that cannot be redrawn
+    (given latents), which are refused instead."""
+    gap = ~gap_ok(scene, latents, classes, rules.min_distance)
+    if gap.any():
+        i = int(np.flatnonzero(gap)[0])
+        c = centres(scene, latents[i:i + 1], None if classes is None else classes[i:i + 1])[0]
+        a, b, d = min(((a, b, float(np.linalg.norm(c[a] - c[b]))) for a in range(len(c)) for b in range(a + 1, len(c))
+                       if not np.isnan(c[a, 0]) and not np.isnan(c[b, 0])), key=lambda t: t[2])
+        return (f"row {i} has objects {a} and {b} {d:.3g} apart (their centres), under scene {scene.name}'s placement "
+                f"min_distance {rules.min_distance:g}")
+    out = ~support_ok(rules.support, scene, latents)
+    if out.any():
+        i = int(np.flatnonzero(out)[0])
+        side = "inside" if rules.support.mode == "exclude" else "outside"
+        return f"row {i} lies {side} scene {scene.name}'s placement {rules.support.describe()}"
+    return None
 
 
 def pixels_needed(min_visible: float, pixels: int) -> int:
@@ -209,6 +231,50 @@ def _draw(draw: Draw, attempts: np.ndarray, pos: np.ndarray, n: int) -> Samples:
     return out
 
 
+def redraw_rows(need: np.ndarray, attempts: np.ndarray, rows: Samples | None, draw: Draw, rules: PlacementRules,
+                scene: Scene, what: Callable[[int], str]) -> Samples:
+    """Rows ``need`` of ``rows`` (created for ``len(attempts)`` rows when None) drawn again, each at its next attempt
+    (``attempts`` counts them, in place), until every one keeps the latent rules (min_distance, support); a row still
+    breaking them after ``retries + 1`` draws is a one-line UserError naming it (``what(position)``)."""
+    n = len(attempts)
+    while need.size:
+        spent = need[attempts[need] > rules.retries]
+        if spent.size:
+            rule = " / ".join(x for x in (f"min_distance {rules.min_distance:g}" if rules.min_distance > 0 else "",
+                                          rules.support.describe() if rules.support else "") if x)
+            raise UserError(f"placement: {what(int(spent[0]))} still breaks {rule} after {rules.retries + 1} "
+                            "draws; lower min_distance, widen the support or raise placement retries")
+        drawn = _draw(draw, attempts[need], need, n)
+        attempts[need] += 1
+        rows = _put(rows, need, drawn, n)
+        need = need[~latents_ok(rules, scene, drawn.latents, drawn.classes)]
+    assert rows is not None
+    return rows
+
+
+def sample_placed(scm: SCM, scene: Scene, rules: PlacementRules, n: int, seed: int, start: int = 0) -> Samples:
+    """Rows ``start .. start+n-1`` of ``scm`` that keep the latent rules (min_distance, support), drawn as a render
+    draws its anchors (draw r of row i: row i sampled with ``placement_seed(seed, r)``), so they are the rows
+    ``ident3d render --n`` would store, but for rows it redraws after rendering (``min_visible``). For ``ident3d sample
+    --scene``: rows that ``render --latents`` takes on that scene. Drawn in blocks of ``PLACED_BLOCK`` rows (a row
+    depends only on its index), so a redraw holds a block, not all n rows, twice."""
+    out: Samples | None = None
+    for first in range(0, n, PLACED_BLOCK):
+        size = min(PLACED_BLOCK, n - first)
+        out = _put(out, np.arange(first, first + size), _placed_block(scm, scene, rules, size, seed, start + first), n)
+    assert out is not None
+    return out
+
+
+def _placed_block(scm: SCM, scene: Scene, rules: PlacementRules, n: int, seed: int, start: int) -> Samples:
+    """:func:`sample_placed` for one block of rows ``start .. start+n-1``."""
+    def draw(attempt: int, pos: np.ndarray) -> Samples:
+        """Draw ``attempt`` of rows ``pos`` of the block (their global ids kept)."""
+        return take(scm.sample(n, seed=placement_seed(seed, attempt), start=start), pos)
+
+    return redraw_rows(np.arange(n), np.zeros(n, np.int64), None, draw, rules, scene, lambda i: f"row {start + i}")
+
+
 def place_rows(n: int, draw: Draw, render: Render, rules: PlacementRules, scene: Scene, pixels: int,
                what: Callable[[int], str]) -> tuple[Samples, ChunkData, np.ndarray]:
     """Draw, check and render ``n`` rows until every row keeps the rules: rows breaking a latent rule are redrawn
@@ -220,19 +286,7 @@ def place_rows(n: int, draw: Draw, render: Render, rules: PlacementRules, scene:
     data: ChunkData | None = None
     pending = np.arange(n)
     while pending.size:
-        need = pending
-        while need.size:  # the latent rules, before rendering
-            spent = need[attempts[need] > rules.retries]
-            if spent.size:
-                rule = " / ".join(x for x in (f"min_distance {rules.min_distance:g}" if rules.min_distance > 0 else "",
-                                              rules.support.describe() if rules.support else "") if x)
-                raise UserError(f"placement: {what(int(spent[0]))} still breaks {rule} after {rules.retries + 1} "
-                                "draws; lower min_distance, widen the support or raise placement retries")
-            drawn = _draw(draw, attempts[need], need, n)
-            attempts[need] += 1
-            rows = _put(rows, need, drawn, n)
-            need = need[~latents_ok(rules, scene, drawn.latents, drawn.classes)]
-        assert rows is not None
+        rows = redraw_rows(pending, attempts, rows, draw, rules, scene, what)
         part = render(take(rows, pending), pending)
         data = _put_data(data, pending, part, n)
         if rules.min_visible <= 0 or part.visibility is None:

@@ -15,7 +15,7 @@ from ident3d.causal import load_scm
 from ident3d.causal.errors import SpecError, UserError
 from ident3d.causal.loading import load_dynamic_scm
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
-from ident3d.render.api import check_chunk_memory, check_run_args, plan_render
+from ident3d.render.api import check_chunk_memory, check_run_args, check_switches, plan_render
 from ident3d.render.driver import RenderPlan, RenderReport, run
 from ident3d.store.memory import check_fits
 from ident3d.store.zarr_io import sequence_layout
@@ -103,7 +103,8 @@ def render_sequences(out: str | Path, scm: Any = "temporal_causal3dident", seque
                      meshes_dir: Any = None, allow_blender_change: bool = False) -> RenderReport:
     """Render (or resume) a sequence store; arguments as :func:`plan_sequences`, plus where to run (as
     ``ident3d.render.render_store``)."""
-    check_run_args(workers, threads, retries, connect_timeout)
+    check_run_args(workers, threads, retries, connect_timeout, scheduler)
+    check_switches(overwrite=overwrite, progress=progress, allow_blender_change=allow_blender_change)
     plan = plan_sequences(out, scm, sequences, length, seed, scene, settings, preset, sequences_per_chunk, meshes,
                           meshes_dir)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,

@@ -4,9 +4,13 @@ and whether this Python can render at all (has bpy); no bpy import here."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import platform
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from ident3d.causal.errors import UserError
 
@@ -43,28 +47,56 @@ class RenderSettings:
     denoise_quality: str = "HIGH"  # OIDN's quality (Blender's default); BALANCED and FAST are cheaper
 
     def __post_init__(self) -> None:
-        """Check every field (one-line UserError) and make the float knobs floats (1 -> 1.0), so to_dict is stable."""
-        for name in ("adaptive_threshold", "filter_width"):
-            object.__setattr__(self, name, float(getattr(self, name)))
-        if self.resolution < 8 or self.samples < 1 or self.max_bounces < 0 or self.threads < 0:
-            raise UserError(f"invalid render settings {self}")
-        if self.adaptive_threshold < 0 or self.adaptive_min_samples < 0 or self.tile_size < 8:
-            raise UserError(f"invalid render settings {self}")
-        if not 0.01 <= self.filter_width <= 10:
-            raise UserError(f"filter_width {self.filter_width} is outside Cycles' range 0.01-10 px")
-        if self.denoise_quality not in DENOISE_QUALITIES:
-            raise UserError(f"denoise_quality {self.denoise_quality!r} is not one of {', '.join(DENOISE_QUALITIES)}")
-        if self.device not in DEVICES:
-            raise UserError(f"render device {self.device!r} is not one of {', '.join(DEVICES)}")
-        if self.denoise_prefilter not in PREFILTERS:
-            raise UserError(f"denoise_prefilter {self.denoise_prefilter!r} is not one of {', '.join(PREFILTERS)}")
-        if self.hue_mode not in HUE_MODES:
-            raise UserError(f"hue mode {self.hue_mode!r} is not one of {', '.join(HUE_MODES)}")
+        """Check every field by type and range (one-line UserError naming it) and store plain Python values (1 -> 1.0
+        for the float knobs, NumPy scalars as Python ones), so to_dict is stable JSON for the store's fingerprint."""
+        for name in FIELD_RULES:
+            object.__setattr__(self, name, checked_setting(name, getattr(self, name)))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain form (a store's ``render`` attribute, part of its fingerprint): a field added after stores were first
         made is left out while it has its default, so those stores keep their fingerprint and resume unchanged."""
         return {k: v for k, v in asdict(self).items() if not (k in ADDED_LATER and v == _DEFAULTS[k])}
+
+
+# Each field's rule, the one owner of render-setting validation (the Python API and the command line alike): whole
+# numbers and floats in Cycles' own limits (Blender 5.0's RNA hard_min / hard_max; tests/test_render_bad_input5.py
+# holds them against bpy), booleans that are bools, and text from a fixed list. resolution's bounds are ours: at
+# least 8 px, and at most what fits in memory (render.driver.check_memory says how much does, long before Cycles'
+# 65536 px).
+WHOLE: dict[str, tuple[int, int | None, str]] = {
+    "resolution": (8, None, " px"), "samples": (1, 16_777_216, ""), "max_bounces": (0, 1024, ""),
+    "threads": (0, 1024, ""), "adaptive_min_samples": (0, 4096, ""), "tile_size": (8, 8192, " px")}
+FLOATS: dict[str, tuple[float, float, str]] = {"adaptive_threshold": (0.0, 1.0, ""),
+                                               "filter_width": (0.01, 10.0, " px")}
+BOOLS = ("denoise", "adaptive_sampling", "light_tree")
+CHOICES: dict[str, tuple[str, ...]] = {"device": DEVICES, "denoise_prefilter": PREFILTERS, "hue_mode": HUE_MODES,
+                                       "denoise_quality": DENOISE_QUALITIES}
+FIELD_RULES = (*WHOLE, *FLOATS, *BOOLS, *CHOICES)
+
+
+def checked_setting(name: str, value: Any) -> Any:
+    """``value`` of render setting ``name`` as a plain Python value, or a one-line UserError naming the setting, what
+    it must be and what was given (a wrong type or range would otherwise fail inside Blender, chunk by chunk)."""
+    if name in BOOLS:
+        if not isinstance(value, bool | np.bool_):
+            raise UserError(f"{name} must be true or false (a bool), got {value!r}")
+        return bool(value)
+    if name in CHOICES:
+        if not isinstance(value, str) or value not in CHOICES[name]:
+            label = {"device": "render device", "hue_mode": "hue mode"}.get(name, name)
+            raise UserError(f"{label} {value!r} is not one of {', '.join(CHOICES[name])}")
+        return value
+    low, high, unit = WHOLE[name] if name in WHOLE else FLOATS[name]
+    whole = name in WHOLE
+    ok = isinstance(value, int | np.integer) if whole else isinstance(value, int | float | np.integer | np.floating)
+    if not ok or isinstance(value, bool | np.bool_) or (not whole and not math.isfinite(value)):
+        kind = "a whole number" if whole else "a finite number"
+        raise UserError(f"{name} must be {kind}, got {value!r}")
+    if value < low:
+        raise UserError(f"{name} must be at least {low}{unit}, got {value!r}")
+    if high is not None and value > high:
+        raise UserError(f"{name} must be at most {high}{unit} (Cycles' limit), got {value!r}")
+    return int(value) if whole else float(value)
 
 
 # fields added after stores were first made: to_dict writes them only where they differ from their default
@@ -82,13 +114,28 @@ PRESETS: dict[str, RenderSettings] = {
 
 
 def render_settings(preset: str = "fast", **overrides: Any) -> RenderSettings:
-    """A preset with some fields overridden (None values are ignored)."""
-    if preset not in PRESETS:
+    """A preset with some fields overridden (None values are ignored: a script's unset options)."""
+    return settings_from({k: v for k, v in overrides.items() if v is not None}, preset)
+
+
+def settings_from(settings: RenderSettings | Mapping[str, Any] | None, preset: str = "fast") -> RenderSettings:
+    """The render settings of a call: a ``RenderSettings`` as it is, else ``preset`` with the mapping's overrides
+    (every value checked, None included: leave a key out to keep the preset's); a bad preset, a mapping that is not
+    one, an unknown key or a bad value is one line, for ``plan_render`` / ``render_store`` and ``ident3d render``
+    alike."""
+    if isinstance(settings, RenderSettings):
+        return settings
+    if settings is not None and not isinstance(settings, Mapping):
+        raise UserError(f"settings must be a mapping of render settings ({{'resolution': 32, ...}}) or a "
+                        f"RenderSettings, got {settings!r}")
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise UserError(f"unknown render preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    unknown = set(overrides) - set(RenderSettings.__dataclass_fields__)
+    overrides = dict(settings or {})
+    unknown = [k for k in overrides if k not in RenderSettings.__dataclass_fields__]
     if unknown:
-        raise UserError(f"unknown render setting(s) {sorted(unknown)}")
-    return replace(PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None})
+        raise UserError(f"unknown render setting(s) {sorted(map(str, unknown))}; the settings are "
+                        f"{', '.join(RenderSettings.__dataclass_fields__)}")
+    return replace(PRESETS[preset], **overrides)
 
 
 def check_blender() -> None:

@@ -239,7 +239,8 @@ def test_rules_that_do_not_fit_the_render_are_refused(tmp_path):
     with pytest.raises(UserError, match="given latents are rendered as given"):
         plan_render(tmp_path / "s.zarr", scene="multi3dident", scm="multi3dident_independent", latents=rows,
                     support={"exclude": CORNER})
-    plan = plan_render(tmp_path / "s.zarr", scene="multi3dident", scm="multi3dident_independent", latents=rows)
+    kept = rows.latents[gap_ok(load_scene("multi3dident"), rows.latents)]  # given rows must keep min_distance
+    plan = plan_render(tmp_path / "s.zarr", scene="multi3dident", scm="multi3dident_independent", latents=kept)
     assert plan.job.placement is None and plan.attrs.placement is None  # given latents: rendered as given
     with pytest.raises(UserError, match="not both"):
         support_from_flags("obj0_pos_x=0:1", "obj0_pos_x=0:1")
@@ -290,7 +291,7 @@ def test_placement_summary_matches_numpy_by_hand():
 def test_a_store_spec_passes_its_support_into_the_render_and_its_digest():
     """An experiment config's `support:` key is checked with the spec, reaches the render's arguments and changes the
     store's fingerprint digest (a cell keyed on the store sees the held-out corner)."""
-    from ident3d.pipelines.store_specs import check_spec, plan_digest, render_args
+    from ident3d.pipelines.store_specs import check_spec, plan_store, render_args
 
     spec = {"n": 8, "resolution": 16, "samples": 1}
     held = {**spec, "support": {"exclude": {"pos_x": [0.2, 1.0]}}}
@@ -298,8 +299,9 @@ def test_a_store_spec_passes_its_support_into_the_render_and_its_digest():
     assert render_args(held, "causal3dident")["support"] == held["support"]
     with pytest.raises(UserError, match=r"config grid.yaml: stores.train.support must be \{exclude"):
         check_spec({**spec, "support": {"inside": {"pos_x": [0, 1]}}}, "train", "grid.yaml")
-    plain, corner = (plan_digest(s, "train", "causal3dident", "grid.yaml") for s in (spec, held))
-    assert plain != corner and plain == plan_digest({**spec, "support": None}, "train", "causal3dident", "grid.yaml")
+    plain, corner = (plan_store(s, "train", "causal3dident", "grid.yaml").digest for s in (spec, held))
+    assert plain != corner and plain == plan_store({**spec, "support": None}, "train", "causal3dident",
+                                                   "grid.yaml").digest
 
 
 def test_show_reports_the_stores_rejection_rate_and_object_counts(placed, arrays):
