@@ -100,8 +100,9 @@ def scored(marker: Mapping[str, Any] | None, key: str) -> bool:
 def claim_cell(cell: Path, settings: Mapping[str, Any], say: Callable[[str], None] = print) -> Path | None:
     """Make ``cell`` the folder of ``settings`` (a cell's full settings; its training part is the key) before it is
     trained or read: kept when its recorded training key matches (a finished cell is reused or re-scored, an
-    unfinished one resumed), else moved aside (``say`` tells where and which settings differ) and started afresh.
-    Returns where an old folder went, or None."""
+    unfinished one resumed), else moved aside (``say`` tells where and which settings differ) and replaced by a
+    folder set aside before with this key (a smoke run with ``--set train.steps=1`` into the same output leaves the
+    real cells to come back), or started afresh. Returns where an old folder went, or None."""
     settings = keyed(split_settings(settings)[0])
     key = cell_key(settings)
     old = recorded(cell)
@@ -111,13 +112,21 @@ def claim_cell(cell: Path, settings: Mapping[str, Any], say: Callable[[str], Non
         write_marker(cell / KEY_FILE, {"key": key, "settings": json.loads(canonical(settings))})
         return None
     aside = None
+    back = next((p for p in sorted(cell.parent.glob(f"{cell.name}.stale-*")) if (recorded(p) or {}).get("key") == key),
+                None)
     if cell.is_dir() and any(cell.iterdir()):
         aside = _free_name(cell)
         cell.rename(aside)
-        torn = (cell / KEY_FILE).exists()
+        torn = (aside / KEY_FILE).exists()
         why = (changes(split_settings(old.get("settings") or {})[0], settings) if old
                else f"its {KEY_FILE} is torn" if torn else "made before cells were keyed by their settings")
-        say(f"{cell}: {why}; moved it to {aside.name} and running the cell again")
+        say(f"{cell}: {why}; moved it to {aside.name} and " + (f"took back {back.name}, made with these settings"
+                                                             if back else "running the cell again"))
+    elif cell.is_dir():
+        cell.rmdir()
+    if back is not None:
+        back.rename(cell)
+        return aside
     cell.mkdir(parents=True, exist_ok=True)
     write_marker(cell / KEY_FILE, {"key": key, "settings": json.loads(canonical(settings))})
     return aside

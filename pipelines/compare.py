@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from ident3d.pipelines.experiment import (
     write_tables,
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config
+from ident3d.pipelines.overrides import add_set_flag
 from ident3d.pipelines.results_table import Format, ResultsTable, Stat, heatmap, plain_format, tabulate, write_csv
 from ident3d.pipelines.results_table import markdown as results_markdown
 
@@ -51,9 +53,10 @@ EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store row
 CEILING_ROW = {"name": CEILING_NAME, "views": "labels", "train": {"objective": "supervised", "hp": {}}}
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    """Read and check a compare config; every row's view maker is validated before anything runs."""
-    return check_config(read_yaml_config(path, "configs/da_vs_lt_small.yaml"), str(path))
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Read and check a compare config (with ``--set`` ``overrides``); every row's view maker is validated before
+    anything runs."""
+    return check_config(read_yaml_config(path, "configs/da_vs_lt_small.yaml", overrides), str(path))
 
 
 def check_config(cfg: Any, where: str) -> dict[str, Any]:
@@ -508,12 +511,14 @@ class Compare(ExperimentKind):
 
 
 def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
-                layer: str = "output", progress: bool = False, overwrite: bool = False) -> dict[str, Any]:
+                layer: str = "output", progress: bool = False, overwrite: bool = False,
+                overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The whole grid; returns {"table", "markdown", "files"}. ``progress``: say what renders and trains, with
     the render and training progress bars and the training run-time estimate. Finished tables of another ``layer``
-    are replaced only with ``overwrite`` (the cells are kept either way)."""
+    are replaced only with ``overwrite`` (the cells are kept either way). ``overrides``: the ``--set`` texts the
+    config was read with, recorded in the output's marker."""
     check_layer(out / "table.json", layer, overwrite, "use another --out")
-    return run_experiment(Compare(layer=layer), cfg, out, workers, scheduler, progress)
+    return run_experiment(Compare(layer=layer), cfg, out, workers, scheduler, progress, overrides)
 
 
 def check_layer(table: Path, layer: str, overwrite: bool, fix: str) -> None:
@@ -554,13 +559,15 @@ def add_grid_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace finished tables made with another --layer (the cells are kept)")
     p.add_argument("--no-progress", action="store_true", help="no render/training progress bars or per-cell lines")
+    add_set_flag(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    overrides = tuple(args.set)
+    cfg = load_config(args.config, overrides)
     check_output_dir(args.out)
     result = run_compare(cfg, Path(args.out), args.workers, args.scheduler, args.layer, progress=not args.no_progress,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, overrides=overrides)
     print(result["markdown"])
     print("files: " + ", ".join(result["files"].values()))
     return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -45,7 +45,8 @@ class ExperimentKind(ABC):
 
 
 def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers: int = 1,
-                   scheduler: str | None = None, progress: bool = False) -> dict[str, Any]:
+                   scheduler: str | None = None, progress: bool = False,
+                   overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run (or resume) every cell of ``cfg`` and write its tables under ``out``: the one path of every experiment.
     ``out`` must be new, empty, or this experiment's own output; cells run one after another (``workers`` 1), on a
     local cluster of ``workers`` single-thread processes, or on the cluster at ``scheduler``. A diverged cell is
@@ -54,7 +55,7 @@ def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers
         raise UserError(f"--workers must be a whole number >= 1, got {workers!r}")
     check_output_dir(out)
     name = str(cfg.get("name") or kind.name)
-    claim_output(kind, out, name)
+    claim_output(kind, out, name, overrides)
     cells = kind.cells(cfg, out, workers, scheduler, progress)
     results = run_cells(cells, workers, scheduler, serial=lambda cell, i, n: _run_or_say_where(cell, progress, i, n),
                         say=lambda text: print(text, flush=True), progress=progress)
@@ -62,12 +63,14 @@ def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers
     return kind.tabulate(cfg, finished, diverged, out)
 
 
-def claim_output(kind: ExperimentKind, out: Path, name: str) -> None:
-    """Make ``out`` the output of the experiment ``name`` of ``kind`` (its marker file): a new or empty folder, or
-    one that already holds it; another experiment's output or any other folder is refused, untouched."""
+def claim_output(kind: ExperimentKind, out: Path, name: str, overrides: Sequence[str] = ()) -> None:
+    """Make ``out`` the output of the experiment ``name`` of ``kind`` (its marker file, which records the ``--set``
+    ``overrides`` of this run): a new or empty folder, or one that already holds it; another experiment's output or
+    any other folder is refused, untouched."""
     check_claim(kind, out, name)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(kind.marker(out), lambda p: p.write_text(json.dumps({"name": name}) + "\n"))
+    marker = {"name": name, "overrides": list(overrides)}
+    write_atomic(kind.marker(out), lambda p: p.write_text(json.dumps(marker) + "\n"))
 
 
 def check_claim(kind: ExperimentKind, out: Path, name: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.experiment import slug
 from ident3d.pipelines.files import check_output_dir, read_yaml_config
+from ident3d.pipelines.overrides import add_set_flag
 
 KINDS = ("compare", "synthetic", "scaling")  # each the module ident3d.pipelines.KIND: load_config, plan, run
 
@@ -33,13 +35,14 @@ def default_out(kind: str, cfg: dict[str, Any]) -> Path:
     return Path("runs") / kind / slug(str(cfg.get("name") or kind))
 
 
-def dry_run(path: str | Path, out: str | Path | None = None) -> str:
-    """Check the whole config (as running it would, before any work) and list its cells: the text printed."""
+def dry_run(path: str | Path, out: str | Path | None = None, overrides: Sequence[str] = ()) -> str:
+    """Check the whole config with its ``--set`` ``overrides`` (as running it would, before any work) and list its
+    cells: the text printed."""
     kind, module = kind_of(path)
     if out:
         check_output_dir(out)
     missing: list[str] = []  # a synthetic source's dataset that is not here: said, not refused
-    cfg = module.load_config(path, missing) if kind == "synthetic" else module.load_config(path)
+    cfg = module.load_config(path, missing, overrides) if kind == "synthetic" else module.load_config(path, overrides)
     where = Path(out) if out else default_out(kind, cfg)
     cells = module.plan(cfg, where)
     lines = [f"config {path}: ok; kind {kind}, experiment {cfg.get('name') or kind!r}, {len(cells)} cells -> {where}"]
@@ -67,6 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace finished tables made with another --layer (compare, scaling)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars or per-cell lines")
+    add_set_flag(p)
     p.set_defaults(run=run)
 
 
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UserError(f"--workers must be a whole number >= 1, got {args.workers}")
     if args.dry_run:
-        print(dry_run(args.config, args.out))
+        print(dry_run(args.config, args.out, args.set))
         return 0
     kind, module = kind_of(args.config)
     ns = alias_args(kind, module, args.config, args.out or "-")  # the alias's own defaults for its other flags
@@ -83,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--{flag} applies to compare and scaling configs; {args.config} is a {kind} one")
         if getattr(args, flag):
             setattr(ns, flag, getattr(args, flag))
-    ns.workers, ns.scheduler, ns.no_progress = args.workers, args.scheduler, args.no_progress
-    ns.out = args.out or str(default_out(kind, module.load_config(args.config)))
+    ns.workers, ns.scheduler, ns.no_progress, ns.set = args.workers, args.scheduler, args.no_progress, args.set
+    ns.out = args.out or str(default_out(kind, read_yaml_config(args.config, "configs/", args.set)))
     return int(module.run(ns) or 0)
 
 

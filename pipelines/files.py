@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ident3d.causal.errors import UserError
@@ -71,9 +71,10 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
     return path
 
 
-def read_yaml_config(path: str | Path, example: str) -> object:
-    """The parsed YAML of a config file (numbers read by ``ident3d.causal.yamlnum``: ``2e-3`` is a number); a missing
-    file or bad YAML is a one-line error naming ``example``."""
+def read_yaml_config(path: str | Path, example: str, overrides: Sequence[str] = ()) -> object:
+    """The parsed YAML of a config file (numbers read by ``ident3d.causal.yamlnum``: ``2e-3`` is a number), with the
+    ``--set PATH=VALUE`` ``overrides`` applied (``ident3d.pipelines.overrides``); a missing file or bad YAML is a
+    one-line error naming ``example``."""
     import yaml
 
     from ident3d.causal.yamlnum import load_yaml
@@ -82,6 +83,9 @@ def read_yaml_config(path: str | Path, example: str) -> object:
     if not p.is_file():
         raise UserError(f"config {path} not found; see {example} for an example")
     try:
-        return load_yaml(p.read_text())
+        raw = load_yaml(p.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"config {path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    from ident3d.pipelines.overrides import apply_overrides
+
+    return apply_overrides(raw, overrides)

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,10 @@ SEP = " / "  # a cell's key in the pool: "POINT / ROW"
 EXAMPLE = "configs/scaling/paper001.yaml"
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Read and check a scaling config and every point's compare config (before anything renders); the points'
     paths are taken from the config file's folder, so the config works from any working folder."""
-    return check_config(read_yaml_config(path, EXAMPLE), str(path), Path(path).parent)
+    return check_config(read_yaml_config(path, EXAMPLE, overrides), str(path), Path(path).parent)
 
 
 def check_config(cfg: Any, where: str, base: Path = Path(".")) -> dict[str, Any]:
@@ -252,12 +253,13 @@ class Scaling(ExperimentKind):
 
 
 def run_scaling(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
-                layer: str = "output", progress: bool = False, overwrite: bool = False) -> dict[str, Any]:
+                layer: str = "output", progress: bool = False, overwrite: bool = False,
+                overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run (or resume) every point's grid and write the points' tables and the curves; returns the curves. Every
     refusal comes before anything is written (``check_outputs``); ``overwrite`` lets another ``layer`` replace
-    finished tables."""
+    finished tables; ``overrides``: the ``--set`` texts, recorded in the marker."""
     check_outputs(cfg, out, layer, overwrite)
-    return run_experiment(Scaling(layer=layer), cfg, out, workers, scheduler, progress)
+    return run_experiment(Scaling(layer=layer), cfg, out, workers, scheduler, progress, overrides)
 
 
 # ----- the points' numbers -------------------------------------------------------------------------------
@@ -431,10 +433,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    overrides = tuple(args.set)
+    cfg = load_config(args.config, overrides)
     out = Path(args.out)
     curves = run_scaling(cfg, out, args.workers, args.scheduler, args.layer, progress=not args.no_progress,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, overrides=overrides)
     facts = (curves.get("paper001") or curves.get("paper000") or {}).get("facts", [])
     for f in facts:
         col = f" / {f['column']}" if "column" in f else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from ident3d.pipelines.experiment import (
     write_tables,
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.overrides import add_set_flag
 from ident3d.pipelines.results_table import ResultsTable, Stat, plain_format, tabulate, write_csv
 from ident3d.pipelines.results_table import markdown as results_markdown
 
@@ -48,9 +50,10 @@ EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
 
 
-def load_config(path: str | Path, missing: list[str] | None = None) -> dict[str, Any]:
-    """Read and check a synthetic config; every row's source, encoder and objective are built once (on no data)."""
-    return check_config(read_yaml_config(path, "configs/synthetic/"), str(path), missing)
+def load_config(path: str | Path, missing: list[str] | None = None, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Read and check a synthetic config (with ``--set`` ``overrides``); every row's source, encoder and objective are
+    built once (on no data)."""
+    return check_config(read_yaml_config(path, "configs/synthetic/", overrides), str(path), missing)
 
 
 def check_config(cfg: Any, where: str, missing: list[str] | None = None) -> dict[str, Any]:
@@ -348,17 +351,19 @@ class Synthetic(ExperimentKind):
 
 def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,
                   device: str = "auto", rows: list[str] | None = None, progress: bool = True,
-                  figures: bool = True, workers: int = 1, scheduler: str | None = None) -> dict[str, Any]:
+                  figures: bool = True, workers: int = 1, scheduler: str | None = None,
+                  overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run (or resume) every (row, seed) cell of ``cfg`` under ``out`` and write the table and figures there:
     one after another, or on ``workers`` local single-thread processes or an existing cluster (``scheduler``).
-    Ctrl-C stops with a KeyboardInterrupt whose message says where it stopped and how to resume."""
+    Ctrl-C stops with a KeyboardInterrupt whose message says where it stopped and how to resume. ``overrides``: the
+    ``--set`` texts the config was read with, recorded in the output's marker."""
     from ident3d.training.trainer import pick_device
 
     if seeds is not None:
         cfg = {**cfg, "seeds": seeds}
     kind = Synthetic(steps=steps, device=pick_device(device).type, rows=rows, figures=figures)
     kind.wanted(cfg)  # an unknown --rows name is refused before the folder is touched
-    return run_experiment(kind, cfg, out, workers, scheduler, progress)
+    return run_experiment(kind, cfg, out, workers, scheduler, progress, overrides)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -384,11 +389,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", metavar="ADDR", help="run the cells on an existing Dask cluster")
     p.add_argument("--no-figures", action="store_true", help="skip the scatter figures")
     p.add_argument("--no-progress", action="store_true", help="no per-cell lines and training progress bars")
+    add_set_flag(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    overrides = tuple(args.set)
+    cfg = load_config(args.config, overrides=overrides)
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be a whole number >= 1, got {args.steps}")
     if args.seeds is not None and any(s < 0 for s in args.seeds):
@@ -396,7 +403,7 @@ def run(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out or Path("runs") / "synthetic" / slug(cfg["name"]))
     table = run_synthetic(cfg, out, seeds=args.seeds, steps=args.steps, device=args.device, rows=args.rows,
                           figures=not args.no_figures, progress=not args.no_progress, workers=args.workers,
-                          scheduler=args.scheduler)
+                          scheduler=args.scheduler, overrides=overrides)
     print(table["markdown"], end="")
     print(f"table: {out / 'table.md'} (and .csv, .json)" + ("" if args.no_figures else
                                                             f"; figures: {out / 'figures'}"))
