@@ -15,9 +15,9 @@ from torch.nn import functional as F
 from ident3d.causal.errors import UserError
 from ident3d.training.channel import crop_grid, nonblank_crops
 from ident3d.training.encoders import build_encoder
+from ident3d.training.losses.crl_tac_exact import all_crops_loss
+from ident3d.training.objective_parts.crl_tac_start import ink_crops
 from ident3d.training.objectives.crl_tac import CRLTAC, annealed
-from ident3d.training.objectives.crl_tac_exact import all_crops_loss
-from ident3d.training.objectives.crl_tac_start import ink_crops
 from ident3d.training.views import Normalize, to_float
 
 LEVERS_AT_DEFAULT = {"channel_optimizer": "adam", "channel_lr": None, "encoder_steps_per_channel_step": 1,
@@ -216,7 +216,7 @@ def _all_crops_plain(z: np.ndarray, p: np.ndarray, beta: float, jensen: bool) ->
 
 @pytest.mark.parametrize("jensen", [False, True])
 def test_all_crops_objective_matches_a_plain_loop(jensen, monkeypatch):
-    import ident3d.training.objectives.crl_tac_exact as exact
+    import ident3d.training.losses.crl_tac_exact as exact
 
     g = torch.Generator().manual_seed(4)
     z = F.normalize(torch.randn(3, 5, 4, generator=g, dtype=torch.float64), dim=-1)

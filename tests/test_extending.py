@@ -145,7 +145,7 @@ def test_the_entry_point_runs_the_command_line_with_the_parts(my_parts: ModuleTy
 
 # a file dropped into a package's folder, as the page says (each registered by its own decorator)
 DROPPED = {"ident3d.training.objectives": '''
-from ident3d.training.objectives.base import Objective
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.registry import OBJECTIVES
 
 

@@ -10,8 +10,7 @@ import scipy.stats
 import torch
 
 from ident3d.causal.errors import UserError
-from ident3d.training.objectives.cr_vae import cr_vae_loss
-from ident3d.training.objectives.gaussian import (
+from ident3d.training.losses.gaussian import (
     gaussian_entropy,
     kl_gaussians,
     kl_standard_normal,
@@ -19,6 +18,7 @@ from ident3d.training.objectives.gaussian import (
     sample_posterior,
     simvae_terms,
 )
+from ident3d.training.objectives.cr_vae import cr_vae_loss
 
 RNG = np.random.default_rng(0)
 

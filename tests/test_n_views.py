@@ -25,7 +25,7 @@ def store(tmp_path_factory):
 
 def test_simvae_loss_with_three_views_through_the_trainer_is_simvae_terms(store):
     from ident3d.training.components import build_run
-    from ident3d.training.objectives.gaussian import gaussian_nll, sample_posterior, simvae_terms
+    from ident3d.training.losses.gaussian import gaussian_nll, sample_posterior, simvae_terms
     from ident3d.training.trainer import TrainConfig, view_generator
 
     cfg = TrainConfig(data=str(store), objective="simvae", views="crop_large+colour", n_views=3, encoder="cnn",

@@ -10,9 +10,9 @@ import torch
 from scipy.special import digamma, gammaln
 from torch import nn
 
+from ident3d.training.losses.functional import SUBNORMAL_EXP, cosine_momentum, kl_entropy, row_logsumexp
+from ident3d.training.objective_parts.generative import GenerativeObjective
 from ident3d.training.objectives import OBJECTIVES, Objective
-from ident3d.training.objectives.functional import SUBNORMAL_EXP, cosine_momentum, kl_entropy, row_logsumexp
-from ident3d.training.objectives.generative import GenerativeObjective
 
 
 @pytest.fixture(autouse=True)

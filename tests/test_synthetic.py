@@ -10,7 +10,7 @@ from scipy.special import ive
 from scipy.stats import truncnorm
 
 from ident3d.causal.errors import UserError
-from ident3d.training.objectives.functional import lp_pow_matrix
+from ident3d.training.losses.functional import lp_pow_matrix
 from ident3d.training.schedule import lr_factor
 from ident3d.training.synthetic import InvertibleMixing, spaces
 from ident3d.training.synthetic.sources import LatentPairs, SCMPairs, make_source

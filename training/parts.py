@@ -14,8 +14,8 @@ from ident3d.training.encoder_base import Encoder
 from ident3d.training.encoders import build_encoder
 from ident3d.training.hparams import check_keywords, coerce
 from ident3d.training.model_memory import check_model_memory
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.objectives import OBJECTIVES
-from ident3d.training.objectives.base import Objective
 from ident3d.training.registry import FIXED_ARGS
 from ident3d.training.schedule import SCHEDULES
 from ident3d.training.views.base import DEFAULT_VIEWS

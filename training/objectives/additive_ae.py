@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ident3d.training.hparams import Count
-from ident3d.training.objectives.slot_base import SlotObjective
+from ident3d.training.objective_parts.slot_base import SlotObjective
 from ident3d.training.registry import OBJECTIVES
 from ident3d.training.slot_decoder import SpatialBroadcastDecoder
 

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ident3d.training.hparams import Count, NonNegative, Positive
-from ident3d.training.objectives.base import Objective
-from ident3d.training.objectives.functional import global_two_views, kl_entropy, uniformity
+from ident3d.training.losses.functional import global_two_views, kl_entropy, uniformity
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.registry import OBJECTIVES
 
 

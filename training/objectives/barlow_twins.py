@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from ident3d.training.hparams import NonNegative
-from ident3d.training.objectives.base import Objective
-from ident3d.training.objectives.functional import global_two_views, off_diagonal, standardise
+from ident3d.training.losses.functional import global_two_views, off_diagonal, standardise
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.registry import OBJECTIVES
 
 

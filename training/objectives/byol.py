@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ident3d.training.hparams import Count, Unit
-from ident3d.training.objectives.momentum import MomentumObjective
+from ident3d.training.objective_parts.momentum import MomentumObjective
 from ident3d.training.registry import OBJECTIVES
 
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from ident3d.causal.errors import UserError
 from ident3d.training.hparams import Count, NonNegative, Positive
-from ident3d.training.objectives.transition import TransitionObjective
+from ident3d.training.objective_parts.transition import TransitionObjective
 from ident3d.training.registry import OBJECTIVES
 
 

@@ -27,11 +27,11 @@ from ident3d.causal.errors import UserError
 from ident3d.training.channel import ChannelNet, crop_grid, cut, sample_crops
 from ident3d.training.encoder_base import Encoder
 from ident3d.training.hparams import Count, NonNegative, Positive, Range
-from ident3d.training.objectives.base import Objective
-from ident3d.training.objectives.crl_tac_exact import all_crops_loss
-from ident3d.training.objectives.crl_tac_input import UnitGray, one_input_channel
-from ident3d.training.objectives.crl_tac_optim import OwnOptimiser
-from ident3d.training.objectives.crl_tac_start import init_last_layer, ink_crops, shaped_log_probs
+from ident3d.training.losses.crl_tac_exact import all_crops_loss
+from ident3d.training.objective_parts.base import Objective
+from ident3d.training.objective_parts.crl_tac_input import UnitGray, one_input_channel
+from ident3d.training.objective_parts.crl_tac_optim import OwnOptimiser
+from ident3d.training.objective_parts.crl_tac_start import init_last_layer, ink_crops, shaped_log_probs
 from ident3d.training.registry import OBJECTIVES
 
 CROPS_PER_PASS = 1024  # crops encoded at once when a representation averages over every crop of an image
@@ -117,7 +117,7 @@ class CRLTAC(Objective):
     The levers (each default is the behaviour before it existed):
         channel_optimizer, channel_lr: the channel's own optimiser, "adam" or "sgd" (plain p - lr * grad), at its
             own constant rate channel_lr (default: none, the channel is in the trainer's Adam at the shared rate and
-            schedule; "sgd" needs channel_lr). ``ident3d.training.objectives.crl_tac_optim``.
+            schedule; "sgd" needs channel_lr). ``ident3d.training.objective_parts.crl_tac_optim``.
         encoder_steps_per_channel_step: the channel steps once per this many steps, after the encoder's (default 1:
             every step); on the other steps its phase moves nothing (no gradient, no optimiser moment).
         channel_init: "uniform" (default: the zero last layer), "random" (its weights and bias N(0,
@@ -128,7 +128,7 @@ class CRLTAC(Objective):
             step entropy_anneal_steps (default: no annealing).
         input_format: "normalised" (default: 3 channels standardised with the store's statistics) or "gray01"
             (1 channel in [0, 1], as the paper feeds MNIST; both networks' first convolutions take 1 channel).
-            ``ident3d.training.objectives.crl_tac_input``.
+            ``ident3d.training.objective_parts.crl_tac_input``.
         channel_crops: "sampled" (default: objective (2) estimated from channel_draws uniform crops per image) or
             "all" (objective (2), or its Jensen bound with channel_bound jensen, over every crop of every image of
             the batch, the anchor in the denominator as eq. (19); ``crl_tac_exact``). channel_bound exact is

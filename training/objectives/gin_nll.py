@@ -17,7 +17,7 @@ from torch import nn
 
 from ident3d.causal.errors import UserError
 from ident3d.training.hparams import Positive
-from ident3d.training.objectives.base import Objective
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.registry import OBJECTIVES
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)

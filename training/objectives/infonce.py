@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ident3d.training.hparams import Positive
-from ident3d.training.objectives.base import Objective
-from ident3d.training.objectives.functional import global_two_views
+from ident3d.training.losses.functional import global_two_views
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.registry import OBJECTIVES
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from torch import nn
 
 from ident3d.training.hparams import Count, NonNegative, Positive
-from ident3d.training.objectives.transition import TransitionObjective
+from ident3d.training.objective_parts.transition import TransitionObjective
 from ident3d.training.registry import OBJECTIVES
 
 

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ident3d.training.hparams import Positive, Unit
-from ident3d.training.objectives.base import Objective
-from ident3d.training.objectives.functional import global_two_views, lp_pow, lp_pow_matrix, row_logsumexp
+from ident3d.training.losses.functional import global_two_views, lp_pow, lp_pow_matrix, row_logsumexp
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.registry import OBJECTIVES
 
 CONDITIONAL_P = {"normal": 2, "laplace": 1}

@@ -8,7 +8,7 @@ from torch import nn
 
 from ident3d.training.distributed import gather_no_grad
 from ident3d.training.hparams import Count, Positive, Unit
-from ident3d.training.objectives.momentum import MomentumObjective
+from ident3d.training.objective_parts.momentum import MomentumObjective
 from ident3d.training.registry import OBJECTIVES
 
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from ident3d.training.hparams import Positive
-from ident3d.training.objectives.gaussian import simvae_terms
-from ident3d.training.objectives.generative import DecoderWidth, GenerativeObjective
+from ident3d.training.losses.gaussian import simvae_terms
+from ident3d.training.objective_parts.generative import DecoderWidth, GenerativeObjective
 from ident3d.training.registry import OBJECTIVES
 
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ident3d.training.hparams import NonNegative, Range
-from ident3d.training.objectives.base import Objective
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.registry import OBJECTIVES
 
 Whole = Annotated[int, Range(ge=0)]

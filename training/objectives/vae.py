@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from ident3d.training.hparams import NonNegative, Positive
-from ident3d.training.objectives.gaussian import gaussian_nll, kl_standard_normal
-from ident3d.training.objectives.generative import DecoderWidth, GenerativeObjective
+from ident3d.training.losses.gaussian import gaussian_nll, kl_standard_normal
+from ident3d.training.objective_parts.generative import DecoderWidth, GenerativeObjective
 from ident3d.training.registry import OBJECTIVES
 
 

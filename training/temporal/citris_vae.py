@@ -1,9 +1,10 @@
 """A CITRIS-style VAE (after Lippe et al., "CITRIS: Causal Identifiability from Temporal Intervened Sequences",
 ICML 2022) for transitions (x^t, x^{t+1}, I^{t+1}) with K causal variables and M >= K latent dimensions.
 
-Model: q(z | x) is our VAE's Gaussian posterior (``ident3d.training.objectives.vae.VAE``'s encoder, log-variance head
-and mirrored decoder). Each latent dimension i belongs to one of K + 1 groups, psi(i) in {variable 1..K, psi_0: no
-variable}, with learned probabilities softmax(theta_i). The transition prior factorises over dimensions,
+Model: q(z | x) is our VAEs' Gaussian posterior (``ident3d.training.objective_parts.generative.GenerativeObjective``:
+the encoder, log-variance head and mirrored decoder that ``vae`` builds on). Each latent dimension i belongs to one
+of K + 1 groups, psi(i) in {variable 1..K, psi_0: no variable}, with learned probabilities softmax(theta_i). The
+transition prior factorises over dimensions,
     p(z^{t+1} | z^t, I^{t+1}) = prod_i p(z^{t+1}_i | z^t, I^{t+1}_{psi(i)}),
 a conditional Gaussian: N(f_i(z^t)) from an MLP f of the whole previous latent when psi(i)'s variable is not
 intervened on (and for psi_0), and N(m_ik, v_ik), a learned Gaussian that ignores z^t, when it is (perfect
@@ -37,8 +38,8 @@ import torch
 from torch import nn
 
 from ident3d.training.encoder_base import Encoder
-from ident3d.training.objectives.gaussian import gaussian_nll, sample_posterior
-from ident3d.training.objectives.vae import VAE
+from ident3d.training.losses.gaussian import gaussian_nll, sample_posterior
+from ident3d.training.objective_parts.generative import GenerativeObjective
 from ident3d.training.temporal.densities import citris_kl, gaussian_log_density, hard_prior
 from ident3d.training.temporal.target_classifier import TargetClassifier
 
@@ -103,7 +104,7 @@ class CitrisVAE(nn.Module):
                  lambda_reg: float = 0.01, prior_hidden: int = 64, beta_classifier: float = 0.0,
                  classifier_lr_scale: float = 4.0):
         super().__init__()
-        self.vae = VAE(encoder, lik_var=lik_var, beta=beta)  # posterior (encoder + log-variance head), decoder
+        self.vae = GenerativeObjective(encoder)  # posterior (encoder + log-variance head), mirrored decoder
         self.prior = TransitionPrior(encoder.out_dim, n_vars, prior_hidden, lambda_reg)
         self.lik_var, self.beta = float(lik_var), float(beta)
         self.beta_classifier, self.classifier_lr_scale = float(beta_classifier), float(classifier_lr_scale)

@@ -1,6 +1,6 @@
 """Log-densities and KL terms of the temporal learners' priors: pure tensor functions, per sample and dimension.
 
-Gaussians are diagonal and given by (mean, log-variance), as in ``ident3d.training.objectives.gaussian`` (whose summed
+Gaussians are diagonal and given by (mean, log-variance), as in ``ident3d.training.losses.gaussian`` (whose summed
 ``kl_gaussians`` these reuse per dimension). The CITRIS-style KL marginalises the latent-to-variable assignment
 exactly: its softmax probabilities weight the KL to each candidate prior, as the CITRIS authors' perfect-
 intervention prior does, instead of sampling one assignment.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ident3d.training.objectives.gaussian import LOG_2PI, kl_gaussians
+from ident3d.training.losses.gaussian import LOG_2PI, kl_gaussians
 
 
 def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from ident3d.training.encoder_base import Encoder
-from ident3d.training.objectives.gaussian import gaussian_nll, kl_gaussians
-from ident3d.training.objectives.vae import VAE
+from ident3d.training.losses.gaussian import gaussian_nll, kl_gaussians
+from ident3d.training.objective_parts.generative import GenerativeObjective
 from ident3d.training.temporal.citris_vae import PRIOR_LOGVAR
 
 
@@ -38,7 +38,7 @@ class TemporalIVAE(nn.Module):
     def __init__(self, encoder: Encoder, n_vars: int, *, lik_var: float = 0.05, beta: float = 1.0,
                  prior_hidden: int = 64):
         super().__init__()
-        self.vae = VAE(encoder, lik_var=lik_var, beta=beta)
+        self.vae = GenerativeObjective(encoder)  # posterior (encoder + log-variance head), mirrored decoder
         self.prior = TargetPrior(encoder.out_dim, n_vars, prior_hidden)
         self.lik_var, self.beta = float(lik_var), float(beta)
 

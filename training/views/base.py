@@ -25,7 +25,7 @@ from ident3d.causal.errors import UserError
 if TYPE_CHECKING:
     from ident3d.causal.scm import SCM
     from ident3d.training.data import StoreBatches
-    from ident3d.training.objectives.base import Objective
+    from ident3d.training.objective_parts.base import Objective
 
 DEFAULT_VIEWS = 2  # --n-views default: every view maker's own count (J = 2 for the ones that take any J)
 

@@ -20,7 +20,7 @@ from ident3d.training.views.base import Normalize, Style, ViewMaker, to_float
 if TYPE_CHECKING:
     from ident3d.causal.scm import SCM
     from ident3d.training.data import StoreBatches
-    from ident3d.training.objectives.base import Objective
+    from ident3d.training.objective_parts.base import Objective
 
 
 @VIEWS.register("lt_exact")

@@ -16,7 +16,7 @@ from ident3d.training.views.base import Normalize, ViewMaker, to_float
 
 if TYPE_CHECKING:
     from ident3d.training.data import StoreBatches
-    from ident3d.training.objectives.base import Objective
+    from ident3d.training.objective_parts.base import Objective
 
 
 @VIEWS.register("learned_crop")

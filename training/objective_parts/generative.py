@@ -18,8 +18,8 @@ from ident3d.training.decoders import build_decoder, no_decoder_error
 from ident3d.training.encoder_base import Encoder
 from ident3d.training.gen_encoders import to_channels
 from ident3d.training.hparams import Range
-from ident3d.training.objectives.base import Objective
-from ident3d.training.objectives.gaussian import sample_posterior
+from ident3d.training.losses.gaussian import sample_posterior
+from ident3d.training.objective_parts.base import Objective
 
 LOGVAR_RANGE = (-12.0, 8.0)  # clamp of the posterior log-variance: keeps exp() finite early in training
 
@@ -28,7 +28,8 @@ DecoderWidth = Annotated[int, Range(ge=16)]  # the mirrored decoder's first widt
 
 
 class GenerativeObjective(Objective):
-    """Shared parts of vae, beta_vae, cr_vae and simvae (not registered itself)."""
+    """Shared parts of vae, beta_vae, cr_vae and simvae (not registered itself); the temporal learners
+    (``ident3d.training.temporal``) hold one as their posterior and decoder."""
 
     def __init__(self, encoder: nn.Module, **hparams: Any):
         super().__init__(encoder)

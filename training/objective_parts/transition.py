@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ident3d.training.objectives.base import Objective
+from ident3d.training.objective_parts.base import Objective
 
 
 class TransitionObjective(Objective):

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ident3d.causal.errors import UserError
-from ident3d.training.objectives.base import Objective
+from ident3d.training.objective_parts.base import Objective
 from ident3d.training.slot_encoder import SlotCNN
 
 EVAL_SEED = 0  # seed of what ``representations`` draws (Slot Attention's initial slots): same images, same codes

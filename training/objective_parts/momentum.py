@@ -8,8 +8,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from ident3d.training.objectives.base import Objective
-from ident3d.training.objectives.functional import cosine_momentum, ema_update_, frozen_copy
+from ident3d.training.losses.functional import cosine_momentum, ema_update_, frozen_copy
+from ident3d.training.objective_parts.base import Objective
 
 
 class MomentumObjective(Objective):
