@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ident3d.store.attrs import StoreAttrs
+from ident3d.store.zarr_io import store_group
 from ident3d.training.channel import CropGrid, nonblank_crops
 
 
@@ -137,14 +138,13 @@ def summarise_run(run: Any, info: Any, rows: np.ndarray, device: str = "cpu",
                   figure: str | Path | None = None, limit: int = 2000) -> dict[str, Any]:
     """``channel_summary`` of a trained CRL-TAC run on (at most ``limit`` of) a store's ``rows``, and optionally
     the Fig. 3 figure of its first images."""
-    import zarr
 
     from ident3d.store.zarr_io import read_rows
     from ident3d.training.views import to_float
 
     objective = run.objective(device, image_size=info.image_size)
     rows = np.sort(rows[:limit])
-    group = zarr.open_group(info.path, mode="r")
+    group = store_group(info.path, mode="r")
     span = slice(int(rows[0]), int(rows[-1]) + 1)
     images = read_rows(group["images"], span, info.path)[rows - rows[0]]
     latents = read_rows(group["latents"], span, info.path)[rows - rows[0]]

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import zarr
 
 from ident3d.store.info import StoreInfo
-from ident3d.store.zarr_io import chunk_bounds, read_rows
+from ident3d.store.zarr_io import chunk_bounds, read_rows, store_group
 from ident3d.training.run_dir import LoadedRun
 
 
@@ -23,7 +22,7 @@ def encode_store(run: LoadedRun, info: StoreInfo, rows: np.ndarray, device: str 
 
     objective = run.objective(device, image_size=info.image_size)
     norm = run.normalize()
-    g = zarr.open_group(info.path, mode="r")
+    g = store_group(info.path, mode="r")
     layers: dict[str, list[np.ndarray]] = {}
     chunks = np.unique(rows // info.chunk_size)
     keep = []

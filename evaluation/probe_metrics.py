@@ -13,6 +13,7 @@ import torch
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.metric_base import Metric, ScoringData, register_metric
+from ident3d.store.zarr_io import store_group
 
 
 def split_classes(data: ScoringData) -> tuple[np.ndarray, np.ndarray]:
@@ -25,13 +26,12 @@ def scored_images(data: ScoringData) -> np.ndarray:
     """The uint8 images (N, H, W, 3) of the fit rows then the score rows: given, or read from the store."""
     if data.images is not None:
         return data.images
-    import zarr
 
     from ident3d.store.zarr_io import read_rows
 
     rows = np.asarray(data.encoded["rows"])
     hi = int(rows.max()) + 1
-    group = zarr.open_group(data.store.path, mode="r")
+    group = store_group(data.store.path, mode="r")
     return read_rows(group["images"], slice(0, hi), data.store.path)[rows]
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.metric_base import Metric, ScoringData, register_metric
+from ident3d.store.zarr_io import store_group
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,12 @@ def store_objects(info: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The store's masks (N, H, W) int64 and presence (N, K) bool of ``rows``, after holding both arrays against the
     store format (``ident3d.store.layout.require_layout``): a store without masks, or whose masks or presence are
     missing, reshaped or short, is one line saying what to run; a damaged chunk one line naming it."""
-    import zarr
 
     from ident3d.store.attrs import read_attrs
     from ident3d.store.layout import require_layout
     from ident3d.store.zarr_io import read_at
 
-    group = zarr.open_group(info.path, mode="r")
+    group = store_group(info.path, mode="r")
     if "masks" not in require_layout(group, read_attrs(group, info.path), info.path, ("masks", "present")).specs:
         raise UserError(f"needs a store with object masks; {info.path} has none (render a multi-object scene, "
                         "e.g. --scene multi3dident)")

@@ -31,6 +31,7 @@ from ident3d.store.zarr_io import (
     decode_error,
     done_mask,
     prepare,
+    store_group,
     write_chunk,
     write_given,
 )
@@ -90,11 +91,10 @@ class ImportJob:
 def import_chunk(job: ImportJob, k: int, files: Sequence[str]) -> tuple[int, int] | ChunkFailure:
     """Decode chunk k's PNGs, write them, then set ``done[k]``; returns (k, images) or a ChunkFailure (one line;
     the chunk stays not done, so a re-run after fixing the file decodes it again)."""
-    import zarr
 
     try:
         images = decode_chunk(files, (job.height, job.width))
-        write_chunk(zarr.open_group(job.out, mode="r+"), k, ChunkData(images, None, None), {})
+        write_chunk(store_group(job.out, mode="r+"), k, ChunkData(images, None, None), {})
         return k, len(files)
     except Exception as exc:  # noqa: BLE001 - every worker failure is one line for the driver
         message = str(exc) if isinstance(exc, UserError) else f"chunk {k}: {decode_error(exc)}"

@@ -60,6 +60,7 @@ from ident3d.store.zarr_io import (
     prepare,
     read_rows,
     sequence_layout,
+    store_group,
     write_chunk,
     write_given,
 )
@@ -377,10 +378,9 @@ def _store_plan(f: TemporalFile, length: int, sequences_per_chunk: int,
 def write_frames(out: str, k: int, images: np.ndarray) -> tuple[int, int] | ChunkFailure:
     """Write chunk k's frames (read by the driver) and then set ``done[k]``: (k, frames), or a ChunkFailure (one
     line; the chunk stays not done, so a re-run writes it again). Runs in a Dask worker or in the driver."""
-    import zarr
 
     try:
-        write_chunk(zarr.open_group(out, mode="r+"), k, ChunkData(images, None, None), {})
+        write_chunk(store_group(out, mode="r+"), k, ChunkData(images, None, None), {})
         return k, len(images)
     except Exception as exc:  # noqa: BLE001 - every write failure is one line for the driver
         return ChunkFailure(k, f"chunk {k} of {out} could not be written ({decode_error(exc)}); re-run the same "

@@ -98,3 +98,26 @@ def alias_args(kind: str, module: ModuleType, config: str, out: str) -> argparse
     sub = argparse.ArgumentParser().add_subparsers()
     module.add_parser(sub)
     return sub.choices[kind].parse_args(["--config", config, "--out", out])
+
+
+def cell_keys(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, dict[str, str]]:
+    """Every cell of a config as ``"ROW/seed_S"`` (a scaling point's rows as ``POINT/ROW``) -> its training key and
+    scoring key, as the engine derives them when it runs the cell (``ident3d.pipelines.cells``); nothing is written.
+    What the goldens record so that a change to how configs are read cannot silently re-key (and retrain) a cell."""
+    from ident3d.pipelines import compare, synthetic
+    from ident3d.pipelines.cells import cell_key, keyed, scoring_key, split_settings
+
+    kind, module = kind_of(path)
+    missing: list[str] = []  # data a synthetic source reads that is not here: its cells are keyed all the same
+    cfg = module.load_config(path, missing, overrides) if kind == "synthetic" else module.load_config(path, overrides)
+    grids = [(f"{p['name']}/", p["compare"]) for p in cfg["points"]] if kind == "scaling" else [("", cfg)]
+    out = {}
+    for prefix, grid in grids:
+        digests = compare.plan_stores(grid) if kind != "synthetic" else {}
+        for row in grid["rows"]:
+            for seed in grid.get("seeds", [0]):
+                settings = (synthetic.cell_settings(grid, row, seed, None) if kind == "synthetic"
+                            else compare.cell_settings(grid, row, seed, digests))
+                out[f"{prefix}{row['name']}/seed_{seed}"] = {
+                    "training": cell_key(keyed(split_settings(settings)[0])), "scoring": scoring_key(settings)}
+    return out

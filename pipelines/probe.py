@@ -22,17 +22,16 @@ def labelled_images(store: str | None, dataset: str | None, root: str | None, ma
 
         ds = load_dataset(dataset, root, train=not test_split)
         return ds.images[:max_images], ds.classes[:max_images]
-    import zarr
 
     from ident3d.store.info import store_info
-    from ident3d.store.zarr_io import read_rows
+    from ident3d.store.zarr_io import read_rows, store_group
 
     info = store_info(store, allow_partial=True)
     if not info.class_names:
         raise UserError(f"{store} has no classes to probe; use a labelled store (ident3d dataset) "
                         "or a scene with classes")
     rows = info.rows[:max_images]
-    g = zarr.open_group(store, mode="r")
+    g = store_group(store, mode="r")
     hi = int(rows.max()) + 1
     return (read_rows(g["images"], slice(0, hi), store)[rows], read_rows(g["classes"], slice(0, hi), store)[rows])
 

@@ -55,6 +55,7 @@ from ident3d.store.zarr_io import (
     prepare,
     read_rows,
     store_exists,
+    store_group,
     store_name,
     write_chunk,
     write_given,
@@ -300,11 +301,10 @@ def _rendered(renderer: Any, rows: Samples, seeds: np.ndarray, keep_latents: boo
 def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float, int, int]:
     """Render and write chunk k (anchors and every view); returns (k, images, seconds, rows, draws): with placement
     rules, the anchor rows and the draws they took (0, 0 without)."""
-    import zarr
 
     t0 = time.perf_counter()
     scm, renderer = _scm(job), _renderer(job)
-    group = zarr.open_group(job.out, mode="r+")
+    group = store_group(job.out, mode="r+")
     start, stop = chunk_bounds(k, job.chunk_size, job.n)
     index = np.arange(start, stop, dtype=np.int64)
     seeds = cycles_seeds(job.seed, index)
@@ -536,12 +536,11 @@ def prepare_store(plan: RenderPlan, overwrite: bool, allow_blender_change: bool 
 def finished(out: str) -> bool:
     """Whether ``out`` is a store every chunk of which is done (False where there is none, or it cannot be read; a
     URL the backend cannot reach, e.g. without credentials, is the one-line error of ``store_exists``)."""
-    import zarr
 
     if is_url(out) and not store_exists(out):
         return False
     try:
-        group = zarr.open_group(out, mode="r")
+        group = store_group(out, mode="r")
         return "done" in group and bool(read_done(group).all())
     except (OSError, KeyError, ValueError):
         return False

@@ -244,6 +244,13 @@ def open_store(path: str, mode: str = "r") -> zarr.Group:
     return group
 
 
+def store_group(path: str, mode: str = "r") -> zarr.Group:
+    """The Zarr group of a store this process has already opened and checked (``open_store``, ``store_info``): how
+    code outside ``store/`` reaches its arrays again (a Dask worker's reader, a chunk writer), without the checks'
+    requests. The one place besides ``open_store`` that opens a store's group."""
+    return zarr.open_group(path, mode=mode)
+
+
 def prepare(path: str, attrs: StoreAttrs, layout: Mapping[str, Any], overwrite: bool) -> zarr.Group:
     """Create the store, or reopen a compatible one to resume; refuse to clobber anything else.
 

@@ -17,7 +17,7 @@ import numpy as np
 import zarr
 
 from ident3d.causal.errors import UserError
-from ident3d.store.zarr_io import chunk_bounds, read_rows
+from ident3d.store.zarr_io import chunk_bounds, read_rows, store_group
 
 DEFAULT_CACHE_BYTES = 256 * 2**20  # ~1,300 chunks of 64 images at 32 px, ~80 at 64 px, per loader process
 
@@ -46,7 +46,7 @@ class ChunkCache:
     def _open(self) -> zarr.Array:
         """The Zarr array, opened once per process (a forked worker opens its own)."""
         if self._array is None or self._pid != os.getpid():
-            self._array, self._pid = zarr.open_group(self.path, mode="r")[self.key], os.getpid()
+            self._array, self._pid = store_group(self.path, mode="r")[self.key], os.getpid()
         return self._array
 
     def _decode(self, k: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ident3d.causal.errors import UserError
 from ident3d.store.info import StoreInfo
-from ident3d.store.zarr_io import chunk_bounds, read_rows
+from ident3d.store.zarr_io import chunk_bounds, read_rows, store_group
 
 IN_MEMORY_BYTES = 2 * 2**30  # stores up to this size (images) are read once and kept in memory
 
@@ -63,7 +63,7 @@ class StoreBatches(IterableDataset):
 
     # ----- reading ------------------------------------------------------------------------------------
     def _group(self) -> zarr.Group:
-        return zarr.open_group(self.info.path, mode="r")
+        return store_group(self.info.path, mode="r")
 
     def _chunk(self, k: int) -> dict[str, np.ndarray]:
         """All arrays of chunk k (a small LRU cache avoids decompressing hot chunks twice); a damaged chunk is

@@ -16,13 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import zarr
 from scipy.spatial import cKDTree
 
 from ident3d.causal import Samples, load_scm
 from ident3d.causal.errors import UserError
 from ident3d.causal.rng import stream_key
-from ident3d.store.zarr_io import read_rows
+from ident3d.store.zarr_io import read_rows, store_group
 from ident3d.training.chunk_cache import DEFAULT_CACHE_BYTES, ChunkCache
 
 if TYPE_CHECKING:
@@ -55,7 +54,7 @@ class NearestNeighbourPairs:
         """The pool's latents and classes (zeros without a class node), read whole; a damaged chunk is a one-line
         CorruptChunkError naming it."""
         info = self.dataset.info
-        g = zarr.open_group(info.path, mode="r")
+        g = store_group(info.path, mode="r")
         latents = read_rows(g["latents"], slice(None), info.path)[self.pool]
         if info.class_names:
             return latents, read_rows(g["classes"], slice(None), info.path)[self.pool].astype(np.int64)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ident3d.causal.errors import UserError
-from ident3d.store.zarr_io import read_rows
+from ident3d.store.zarr_io import read_rows, store_group
 from ident3d.training.registry import VIEWS
 from ident3d.training.views.base import Style, ViewMaker, to_float
 
@@ -28,9 +28,8 @@ class NextFramePairs:
     with its images, latents, row ids and the targets of the step between them."""
 
     def __init__(self, dataset: StoreBatches):
-        import zarr
 
-        group: zarr.Group = zarr.open_group(dataset.info.path, mode="r")
+        group: zarr.Group = store_group(dataset.info.path, mode="r")
         self.dataset = dataset
         self.time = read_rows(group["time"], slice(None), dataset.info.path)
         self.last = int(dataset.info.attrs.sequences["length"]) - 1
