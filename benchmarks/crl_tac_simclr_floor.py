@@ -10,6 +10,7 @@ could reach if blank crops could be told apart).
 
     OMP_NUM_THREADS=1 python benchmarks/crl_tac_simclr_floor.py --batches 3 --betas 0.5 2 5 10 \
         --out results/crl_tac_mnist5k/simclr_floor.json
+    python benchmarks/crl_tac_simclr_floor.py --tiny      # one batch of 4 canvases x 2 crops, 5 Adam steps (a test)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 
 import numpy as np
 import torch
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 from torch.nn import functional as F
 
 from ident3d.ingest.datasets import load_dataset
@@ -55,7 +57,10 @@ def main() -> None:
     ap.add_argument("--betas", type=float, nargs="+", default=[0.5, 2.0, 5.0, 10.0])
     ap.add_argument("--iters", type=int, default=1500)
     ap.add_argument("--out", help="write the numbers here as JSON (else only printed)")
+    tiny = add_tiny(ap, "one batch of 4 canvases x 2 crops, beta 0.5, 5 Adam steps")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"batches": 1, "batch": 4, "m": 2, "betas": [0.5], "iters": 5},
+               paths={"out": "simclr_floor.json"})
     torch.set_num_threads(1)
     ds = load_dataset("mnist5k_canvas", train=True)
     grid = crop_grid(ds.images.shape[1])

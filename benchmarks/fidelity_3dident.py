@@ -6,6 +6,7 @@ rendered by the original generator). Each row is rendered with the project's 3di
 ``hue_mode="original"`` and Cycles seed 0, as the references were:
 
     python benchmarks/fidelity_3dident.py REF_DIR --out results/fidelity_3dident.json --png results/fidelity_3dident.png
+    python benchmarks/fidelity_3dident.py --tiny      # against 2 of our own 16 px renders, Cycles seed 7 (a test)
 
 Silhouette: the reference has no object mask, so both images are compared with the same object-free
 estimate of the background, our render of the same latents with the object hidden from the camera (it still
@@ -24,16 +25,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
+from imaging import image_grid, psnr  # benchmarks/imaging.py, beside this script
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from imaging import image_grid, psnr  # noqa: E402  (benchmarks/imaging.py, beside this script)
-
-from ident3d.causal.errors import UserError  # noqa: E402
-from ident3d.render.scene import LATENT_NAMES, load_scene, pose  # noqa: E402
-from ident3d.render.settings import RenderSettings  # noqa: E402
-from ident3d.store.attrs import software_versions  # noqa: E402
+from ident3d.causal.errors import UserError
+from ident3d.render.scene import LATENT_NAMES, load_scene, pose
+from ident3d.render.settings import RenderSettings
+from ident3d.store.attrs import software_versions
 
 
 def object_mask(img: np.ndarray, background: np.ndarray, threshold: float) -> np.ndarray:
@@ -105,17 +104,39 @@ def score(ref: np.ndarray, ours: np.ndarray, bg: np.ndarray, threshold: float) -
     return rows
 
 
+def tiny_reference(folder: Path, n: int, res: int, samples: int) -> Path:
+    """A reference folder for ``--tiny``: ``n`` rows of the 3dident SCM rendered by us with Cycles seed 7 (so the
+    comparison, at seed 0, scores a real difference), in the layout REF_DIR has."""
+    from ident3d.causal import load_scm
+
+    latents = load_scm("3dident").sample(n, seed=0).latents
+    folder.mkdir(parents=True)
+    with open(folder / "raw_latents.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(LATENT_NAMES)
+        writer.writerows(latents.tolist())
+    for i, img in enumerate(render_all(latents, res, samples, seed=7)["ours"]):
+        Image.fromarray(img).save(folder / f"{i:02d}.png")
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     """Render, score, print and write the JSON/PNG; returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("ref_dir", type=Path, help="folder with raw_latents.csv and NN.png")
+    ap.add_argument("ref_dir", type=Path, nargs="?", help="folder with raw_latents.csv and NN.png")
     ap.add_argument("--out", type=Path, default=Path("results/fidelity_3dident.json"))
     ap.add_argument("--png", type=Path, default=Path("results/fidelity_3dident.png"))
     ap.add_argument("--samples", type=int, default=64)
     ap.add_argument("--mask-threshold", type=float, default=30.0, help="summed |RGB difference| (0..765)")
     ap.add_argument("--seed-ceiling", action="store_true", help="also render with Cycles seed 7: PSNR seed 0 vs 7")
+    tiny = add_tiny(ap, "against 2 of our own 16 px renders at Cycles seed 7, 4 samples")
     args = ap.parse_args(argv)
+    folder = tiny.apply(args, sizes={"samples": 4}, paths=("out", "png"), inputs=args.ref_dir is None)
+    if folder and args.ref_dir is None:
+        args.ref_dir = tiny_reference(folder / "reference", 2, 16, args.samples)
+    if args.ref_dir is None:
+        ap.error("give REF_DIR (or --tiny)")
     try:
         latents, ref = read_reference(args.ref_dir)
     except UserError as exc:

@@ -1,15 +1,18 @@
 """Inputs of the meshes gallery: a --meshes-dir of generated meshes (no real scans are shipped) and 7 latent rows,
 one per Causal3DIdent class. Usage: ``python benchmarks/gallery_meshes_inputs.py OUT_DIR`` writes
-``OUT_DIR/meshes/`` and ``OUT_DIR/latents.csv`` (commands in this folder's README.md)."""
+``OUT_DIR/meshes/`` and ``OUT_DIR/latents.csv`` (commands in results/gallery_meshes/README.md); with ``--tiny``
+(a test) the same files into a temporary folder: they are small already."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
 from ident3d.render.meshes import write_mesh
 from ident3d.render.scene import LATENT_NAMES
@@ -88,11 +91,14 @@ def write_latents(path: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     """Write OUT_DIR/meshes/ and OUT_DIR/latents.csv."""
-    if len(argv) != 1:
-        print("usage: python benchmarks/gallery_meshes_inputs.py OUT_DIR", file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    for path in [*write_meshes(out / "meshes"), write_latents(out / "latents.csv")]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir", nargs="?", type=Path, help="where meshes/ and latents.csv go")
+    tiny = add_tiny(ap, "the same files, into a temporary folder")
+    args = ap.parse_args(argv)
+    tiny.apply(args, paths={"out_dir": "inputs"})
+    if args.out_dir is None:
+        ap.error("give OUT_DIR (or --tiny)")
+    for path in [*write_meshes(args.out_dir / "meshes"), write_latents(args.out_dir / "latents.csv")]:
         print(f"wrote {path}")
     return 0
 

@@ -5,6 +5,7 @@ unchanged where the digests are equal.
 
     PYTHONPATH=/path/to/old python benchmarks/goldens.py --out /tmp/before.json --work /tmp/g_before
     PYTHONPATH=. python benchmarks/goldens.py --out /tmp/after.json --work /tmp/g_after --compare /tmp/before.json
+    python benchmarks/goldens.py --tiny      # the render job only (a test)
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
+
+from ident3d.store.zarr_io import store_group
 
 SKIP_KEYS = {"created", "software", "run", "test_store", "seconds", "train_seconds", "figure", "files", "path",
              "source", "scene_spec"}  # vary with time, place or machine, not with behaviour
@@ -56,7 +60,7 @@ def array_digest(store: Path) -> str:
     import zarr
 
     h = hashlib.sha256()
-    group = zarr.open_group(str(store), mode="r")
+    group = store_group(str(store), mode="r")
 
     def walk(g: Any, prefix: str) -> None:
         for name, node in sorted(g.members()):
@@ -95,8 +99,12 @@ def json_digest(path: Path) -> str:
     return hashlib.sha256(json.dumps(clean(json.loads(path.read_text())), sort_keys=True).encode()).hexdigest()
 
 
-def run_all(work: Path) -> dict[str, str]:
-    """Every job, in order; the digest of each output."""
+JOBS = ("render", "export_import", "train", "evaluate", "compare", "synthetic")
+TINY_JOBS = ("render",)  # each job is a CLI process (~5 s of start-up on one core)
+
+
+def run_all(work: Path, jobs: tuple[str, ...] = JOBS) -> dict[str, str]:
+    """The render job and every other one of ``jobs`` (evaluate needs train), in order; the digest of each output."""
     import yaml
 
     out: dict[str, str] = {}
@@ -104,20 +112,26 @@ def run_all(work: Path) -> dict[str, str]:
     cli("render", "--scene", "causal3dident", "--n", 64, "--resolution", 16, "--samples", 2, "--chunk-size", 8,
         "--views", "hues:hues", "--out", store, "--workers", 1, "--no-progress")
     out["render"] = array_digest(store)
-    published = work / "published"
-    cli("export", store, "--format", "3dident", "--out", published)
-    cli("import", "--format", "3dident", published, "--out", work / "imported.zarr", "--chunk-size", 8,
-        "--workers", 1, "--no-progress")
-    out["export_import"] = array_digest(work / "imported.zarr")
-    cli("train", "--data", store, "--views", "colour", "--encoder", "cnn", "--steps", 3, "--batch-size", 8,
-        "--lr", 1e-3, "--device", "cpu", "--out", work / "run", "--no-progress")
-    out["train"] = weights_digest(work / "run" / "checkpoint.pt")
-    cli("evaluate", "--run", work / "run", "--data", store, "--no-kernel", "--fit", 20, "--score", 44,
-        "--metrics", "dci,mig", "--out", work / "report.json")
-    out["evaluate"] = json_digest(work / "report.json")
-    (work / "compare.yaml").write_text(yaml.safe_dump(COMPARE))
-    cli("compare", "--config", work / "compare.yaml", "--out", work / "compare", "--no-progress")
-    out["compare"] = json_digest(work / "compare" / "table.json")
+    if "export_import" in jobs:
+        published = work / "published"
+        cli("export", store, "--format", "3dident", "--out", published)
+        cli("import", "--format", "3dident", published, "--out", work / "imported.zarr", "--chunk-size", 8,
+            "--workers", 1, "--no-progress")
+        out["export_import"] = array_digest(work / "imported.zarr")
+    if "train" in jobs:
+        cli("train", "--data", store, "--views", "colour", "--encoder", "cnn", "--steps", 3, "--batch-size", 8,
+            "--lr", 1e-3, "--device", "cpu", "--out", work / "run", "--no-progress")
+        out["train"] = weights_digest(work / "run" / "checkpoint.pt")
+    if "evaluate" in jobs:
+        cli("evaluate", "--run", work / "run", "--data", store, "--no-kernel", "--fit", 20, "--score", 44,
+            "--metrics", "dci,mig", "--out", work / "report.json")
+        out["evaluate"] = json_digest(work / "report.json")
+    if "compare" in jobs:
+        (work / "compare.yaml").write_text(yaml.safe_dump(COMPARE))
+        cli("compare", "--config", work / "compare.yaml", "--out", work / "compare", "--no-progress")
+        out["compare"] = json_digest(work / "compare" / "table.json")
+    if "synthetic" not in jobs:
+        return out
     synthetic = ("synthetic", "--config", work / "synthetic.yaml", "--out", work / "synthetic", "--no-progress",
                  "--no-figures")
     (work / "synthetic.yaml").write_text(yaml.safe_dump(SYNTHETIC))
@@ -154,14 +168,18 @@ def machine() -> dict[str, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="JSON file of the digests")
-    ap.add_argument("--work", required=True, help="scratch folder (replaced)")
+    ap.add_argument("--out", help="JSON file of the digests")
+    ap.add_argument("--work", help="scratch folder (replaced)")
     ap.add_argument("--compare", help="an earlier digests JSON: say which jobs differ (exit 1 if any)")
+    tiny = add_tiny(ap, "the render job only")
     args = ap.parse_args()
+    tiny.apply(args, paths={"out": "goldens.json", "work": "work"})
+    if not args.out or not args.work:
+        ap.error("give --out and --work (or --tiny)")
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    digests = run_all(work)
+    digests = run_all(work, TINY_JOBS if args.tiny else JOBS)
     Path(args.out).write_text(json.dumps(digests, indent=1) + "\n")
     print(json.dumps(digests, indent=1))
     if args.compare:

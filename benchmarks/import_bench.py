@@ -3,6 +3,7 @@ store: header check, Dask-parallel decode, zstd write) vs decoding the same PNGs
 ``np.asarray``), side by side in one run, at each zstd ``--levels`` of the image chunks (with the store's size).
 
     python benchmarks/import_bench.py --repeats 3 --levels 9 3 --out results/import_bench.json
+    python benchmarks/import_bench.py --tiny      # 8 PNGs of 16 px, 1 worker, zstd 3, once (a test)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 from PIL import Image
 
 from ident3d.ingest.published import loader_width, read_source
@@ -98,7 +100,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--levels", type=int, nargs="+", default=[9, 3], help="zstd levels of the image chunks")
     ap.add_argument("--out", default="results/import_bench.json")
+    tiny = add_tiny(ap, "8 PNGs of 16 px in chunks of 4, 1 worker, zstd 3, once")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"n": 8, "size": 16, "chunk_size": 4, "workers": 1, "repeats": 1, "levels": [3]})
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_import_"))
     try:
         make_folder(tmp / "src", args.n, args.size)

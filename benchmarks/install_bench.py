@@ -7,11 +7,19 @@ from this machine's disk (a local index or wheel folder in pip's configuration: 
 
 Each run adds (or replaces) its line, keyed by the Python's major.minor, in the JSON. The venv is made in a fresh
 temporary folder and removed afterwards (``--keep`` keeps it).
+
+    python benchmarks/install_bench.py --tiny      # a venv with a one-module wheel instead of ident3d (a test)
+
+``--tiny`` makes the venv without pip and installs a wheel of one empty module, built here by hand, with this
+interpreter's pip (``--python``) and ``--no-index`` (no network, no build backend): the script's steps and report,
+not an install's cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
 import platform
@@ -21,8 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 DOWNLOAD = re.compile(r"Downloading (\S+) \(([\d.]+) (kB|MB|GB)\)")
@@ -61,13 +72,33 @@ def pip_config(pip: list[str]) -> list[str]:
     return [line for line in r.stdout.splitlines() if not line.startswith(":env:.cert")]
 
 
-def bench(python: str, keep: bool) -> dict:
-    """Make a venv with ``python``, install the repository into it with an empty cache, and measure."""
+def probe_wheel(folder: Path) -> Path:
+    """A wheel of one empty module, ``ident3d_tiny_probe`` (what ``--tiny`` installs instead of the repository)."""
+    name, version = "ident3d_tiny_probe", "0.0.1"
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}.py": b"",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: install_bench\nRoot-Is-Purelib: true\n"
+                              b"Tag: py3-none-any\n"}
+    digest = {k: base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip(b"=").decode() for k, v in files.items()}
+    record = "".join(f"{k},sha256={digest[k]},{len(v)}\n" for k, v in files.items()) + f"{info}/RECORD,,\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for k, v in [*files.items(), (f"{info}/RECORD", record.encode())]:
+            z.writestr(k, v)
+    return wheel
+
+
+def bench(python: str, keep: bool, tiny: bool = False) -> dict:
+    """Make a venv with ``python``, install the repository into it with an empty cache, and measure (``tiny``: a
+    one-module wheel from no index instead)."""
     folder = Path(tempfile.mkdtemp(prefix="ident3d_install_"))
     venv = folder / "venv"
-    make = [python, "-m", "venv", str(venv)]
-    pip = [str(venv / "bin" / "python"), "-m", "pip"]
-    install = [*pip, "install", "--no-cache-dir", "--report", str(folder / "report.json"), "-e", str(REPO)]
+    make = [python, "-m", "venv", *(["--without-pip"] if tiny else []), str(venv)]
+    pip = ([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")] if tiny  # this pip, into it
+           else [str(venv / "bin" / "python"), "-m", "pip"])
+    what = ["--no-index", str(probe_wheel(folder))] if tiny else ["-e", str(REPO)]
+    install = [*pip, "install", "--no-cache-dir", "--report", str(folder / "report.json"), *what]
     try:
         t0 = time.perf_counter()
         subprocess.run(make, check=True)
@@ -77,7 +108,8 @@ def bench(python: str, keep: bool) -> dict:
         (folder / "pip.log").write_text(r.stdout + r.stderr)
         if r.returncode:
             sys.exit(f"pip install failed (log: {folder / 'pip.log'}):\n{r.stderr[-2000:]}")
-        check = subprocess.run([str(venv / "bin" / "ident3d"), "--help"], capture_output=True, text=True)
+        check = None if tiny else subprocess.run([str(venv / "bin" / "ident3d"), "--help"], capture_output=True,
+                                                 text=True)
         py = subprocess.run([str(venv / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
                             capture_output=True, text=True, check=True).stdout.strip()
         pkgs = sources(json.loads((folder / "report.json").read_text()), r.stdout)
@@ -89,7 +121,7 @@ def bench(python: str, keep: bool) -> dict:
             "commands": [" ".join(cmd).replace(str(folder), "$TMP") for cmd in (make, install)],
             "venv_seconds": round(t1 - t0, 1), "install_seconds": round(t2 - t1, 1),
             "total_seconds": round(t2 - t0, 1), "venv_mb": round(venv_bytes(venv) / 1e6, 1),
-            "ident3d_help_ok": check.returncode == 0,
+            "ident3d_help_ok": None if check is None else check.returncode == 0,
             "key_versions": {k: versions.get(k) for k in ("bpy", "numpy", "zarr", "torch", "torchvision")},
             "packages": len(pkgs), "downloaded": {"count": len(down), "mb": round(sum(p["mb"] for p in down), 1)},
             "from_disk": {"count": len(disk), "mb": round(sum(p["mb"] for p in disk), 1)},
@@ -107,11 +139,15 @@ def bench(python: str, keep: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Measure one Python's install and merge it into the JSON under its major.minor."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("python", help="the Python executable to install with (python3.11, python3.13, a path)")
+    ap.add_argument("python", nargs="?", help="the Python executable to install with (python3.11, python3.13, a path)")
     ap.add_argument("--out", type=Path, default=Path("results/install.json"))
     ap.add_argument("--keep", action="store_true", help="keep the venv, its pip log and report (printed)")
+    tiny = add_tiny(ap, "a venv with a one-module wheel from no index instead of ident3d")
     args = ap.parse_args(argv)
-    line = bench(args.python, args.keep)
+    tiny.apply(args, sizes={"python": sys.executable})
+    if args.python is None:
+        ap.error("give the Python to install with (or --tiny)")
+    line = bench(args.python, args.keep, args.tiny)
     key = "python" + ".".join(line["python"].split(".")[:2])
     line["command"] = " ".join(["python", "benchmarks/install_bench.py", *(argv or sys.argv[1:])])
     line["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform()}

@@ -2,6 +2,7 @@
 same images as a PNG folder read with PIL, side by side; and the cost of kornia DA per batch on CPU.
 
     python benchmarks/load_bench.py --out results/load_bench.json
+    python benchmarks/load_bench.py --tiny      # 16 images of 16 px, batches of 4, no loader workers (a test)
 """
 
 from __future__ import annotations
@@ -9,18 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-import zarr
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from ident3d.render import render_store
 from ident3d.store.info import store_info
+from ident3d.store.zarr_io import store_group
 from ident3d.training.data import StoreBatches, make_loader
 from ident3d.training.views import Normalize, make_view_maker
 
@@ -54,21 +57,26 @@ def main() -> None:
     ap.add_argument("--resolution", type=int, default=224)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--batches", type=int, default=12)
+    ap.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="loader worker processes to compare")
+    ap.add_argument("--da", nargs="+", default=["64x256", "224x64"], help="DA timed at SIZExBATCH")
     ap.add_argument("--out", default="results/load_bench.json")
+    tiny = add_tiny(ap, "16 images of 16 px, 2 batches of 4, no loader workers, DA at 16 px batch 4")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"n": 16, "resolution": 16, "batch_size": 4, "batches": 2, "workers": [0],
+                            "da": ["16x4"]})
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_load_"))
     store = tmp / "store.zarr"
     # image content does not matter for reading speed: 1 sample per pixel, no denoiser, keeps this quick
     settings = {"resolution": args.resolution, "samples": 1, "denoise": False}
     assert render_store(store, scene="causal3dident", n=args.n, settings=settings, progress=False).ok
-    images = zarr.open_group(str(store), mode="r")["images"]
+    images = store_group(str(store), mode="r")["images"]
     png = tmp / "png"
     png.mkdir()
     for i in range(args.n):
         Image.fromarray(images[i]).save(png / f"{i:06d}.png")
     info = store_info(str(store))
     res: dict = {"n": args.n, "resolution": args.resolution, "batch_size": args.batch_size, "cpus": os.cpu_count()}
-    for workers in (0, 2):
+    for workers in args.workers:
         ds = StoreBatches(info, args.batch_size, seed=0, in_memory=False)
         store_rate = rate(make_loader(ds, workers), args.batches, args.batch_size)
         png_loader = DataLoader(PngFolder(png), batch_size=args.batch_size, shuffle=True, num_workers=workers,
@@ -78,8 +86,9 @@ def main() -> None:
                                      "ratio": store_rate / png_rate}
         print(f"{workers} workers: store {store_rate:7.1f} img/s | PNG folder {png_rate:7.1f} img/s "
               f"-> {store_rate / png_rate:.2f}x")
+    shutil.rmtree(tmp, ignore_errors=True)  # the store and the PNG folder
     norm = Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
-    for size, batch in ((64, 256), (224, 64)):
+    for size, batch in (map(int, da.split("x")) for da in args.da):
         x = {"images": torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8)}
         for spec in ("crop_large+colour", "rotation", "colour"):
             vm = make_view_maker(spec, norm)

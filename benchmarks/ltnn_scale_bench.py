@@ -8,6 +8,7 @@ images drawn with numpy from them (a coloured blob on a coloured background, not
 with ``ident3d.store.zarr_io.prepare`` (the project's arrays, codecs and attributes) in bulk, chunks of 64.
 
     python benchmarks/ltnn_scale_bench.py --out results/ltnn_scale_bench.json
+    python benchmarks/ltnn_scale_bench.py --tiny      # 512 rows of 8 px, batches of 16 (a test)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -27,13 +29,14 @@ from typing import Any
 import numpy as np
 import torch
 import zarr
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
 import ident3d.training.chunk_cache as chunk_cache
 import ident3d.training.data as data
 from ident3d.causal import load_scm
 from ident3d.render.api import plan_render
 from ident3d.store.info import image_stats, store_info
-from ident3d.store.zarr_io import prepare
+from ident3d.store.zarr_io import prepare, store_group
 from ident3d.training.chunk_cache import DEFAULT_CACHE_BYTES
 from ident3d.training.data import StoreBatches
 from ident3d.training.pairs import NearestNeighbourPairs
@@ -88,6 +91,8 @@ def old_pairs_module() -> types.ModuleType | None:
                               check=True, cwd=Path(__file__).resolve().parent).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
+    # its imports name the project's packages as they were then (top-level causal, store, ...): now ident3d.*
+    text = re.sub(r"^(\s*)(from|import) (causal|store|render|training)\b", r"\1\2 ident3d.\3", text, flags=re.M)
     module = types.ModuleType("old_pairs")
     exec(compile(text, "old_pairs.py", "exec"), module.__dict__)  # noqa: S102 - our own file from our history
     return module
@@ -98,7 +103,7 @@ class PerImagePairs(NearestNeighbourPairs):
 
     def partner_images(self, partners: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """One read_rows per partner row."""
-        images = zarr.open_group(self.dataset.info.path, mode="r")["images"]
+        images = store_group(self.dataset.info.path, mode="r")["images"]
         return np.concatenate([chunk_cache.read_rows(images, slice(int(r), int(r) + 1), self.dataset.info.path)
                                for r in partners])
 
@@ -221,7 +226,10 @@ def main() -> None:
                     help="torch threads (1: on a shared 2-core machine 2 threads made kornia ~20x slower)")
     ap.add_argument("--no-old", action="store_true", help="skip the pre-change code path read from git")
     ap.add_argument("--out", default="results/ltnn_scale_bench.json")
+    tiny = add_tiny(ap, "512 rows of 8 px in chunks of 16, batches of 16, 1 warm-up and 2 timed")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"n": 512, "size": 8, "chunk_size": 16, "batch_size": 16, "warm": 1, "batches": 2},
+               paths={"store": "store.zarr", "out": "ltnn_scale_bench.json"})
     torch.set_num_threads(args.threads)
     rss_imports = rss_mb()[0]
     t_start = time.perf_counter()

@@ -4,6 +4,7 @@ interleaved in one run (best of ``--repeats`` each: noise on a shared machine on
 rendered store, the bytes its masks take on disk next to its images.
 
     python benchmarks/mask_cost.py --store runs/multi_object/stores/train.zarr --out results/mask_cost.json
+    python benchmarks/mask_cost.py --tiny      # 2 images of 16 px each way, once, + a 4-image store's bytes (a test)
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = """
@@ -71,6 +74,15 @@ def figure(result: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def tiny_store(path: Path) -> Path:
+    """A 4-image, 16 px multi3dident store (masks included) for ``--tiny``."""
+    from ident3d.render import render_store
+
+    assert render_store(path, scene="multi3dident", scm="multi3dident_independent", n=4,
+                        settings={"resolution": 16, "samples": 2}, workers=1, threads=1, progress=False).ok
+    return path
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--resolutions", default="64,128")
@@ -79,7 +91,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--store", help="a rendered multi-object store: its masks' bytes on disk vs its images'")
     p.add_argument("--out", default="results/mask_cost.json")
+    tiny = add_tiny(p, "2 images of 16 px with and without masks, once, 1 thread; a 4-image store's bytes")
     args = p.parse_args()
+    folder = tiny.apply(args, sizes={"resolutions": "16", "n": 2, "repeats": 1, "threads": 1},
+                        inputs=not args.store)
+    if folder and not args.store:
+        args.store = str(tiny_store(folder / "multi.zarr"))
     result: dict = {"command": "python benchmarks/mask_cost.py " + " ".join(sys.argv[1:]),
                     "revision": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                                cwd=ROOT).stdout.strip(),

@@ -3,6 +3,7 @@ scene's placement rule, mask centroids against where the latents put each object
 another present object's position in the same image), and what rejection did (``render.placement.placement_summary``).
 
     python benchmarks/multi_object_store.py runs/multi_object/stores/train.zarr --out results/multi_object/store.json
+    python benchmarks/multi_object_store.py --tiny      # a 16-image, 32 px store rendered for it (a test)
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import zarr
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
+
+from ident3d.store.zarr_io import store_group
 
 WELL_SEEN = 0.02  # share of the frame: objects this visible have a mask centroid near their origin's projection
 
@@ -42,7 +45,7 @@ def summarise(path: str) -> dict:
     from ident3d.render.scene import scene_from_dict
     from ident3d.store.attrs import read_attrs
 
-    g = zarr.open_group(path, mode="r")
+    g = store_group(path, mode="r")
     a = read_attrs(g, path)
     scene, scm = scene_from_dict(a.scene_spec), load_scm(a.scm)
     latents, present = g["latents"][:], g["present"][:].astype(bool)
@@ -66,11 +69,26 @@ def summarise(path: str) -> dict:
             "placement": placement_summary(latents, present, g["attempts"][:], list(scm.names), scm.plates.objects)}
 
 
+def tiny_store(path: Path) -> Path:
+    """A 16-image, 32 px multi3dident store for ``--tiny`` (enough well-seen objects for every statistic)."""
+    from ident3d.render import render_store
+
+    assert render_store(path, scene="multi3dident", scm="multi3dident_independent", n=16,
+                        settings={"resolution": 32, "samples": 2}, workers=1, threads=1, progress=False).ok
+    return path
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stores", nargs="+")
-    p.add_argument("--out", required=True)
+    p.add_argument("stores", nargs="*", help="rendered multi-object stores")
+    p.add_argument("--out", help="the JSON to write")
+    tiny = add_tiny(p, "a 16-image, 32 px multi3dident store rendered for it")
     args = p.parse_args()
+    folder = tiny.apply(args, paths={"out": "store.json"}, inputs=not args.stores)
+    if folder and not args.stores:
+        args.stores = [str(tiny_store(folder / "multi.zarr"))]
+    if not args.stores or not args.out:
+        p.error("give one or more stores and --out (or --tiny)")
     result = {"command": "python benchmarks/multi_object_store.py " + " ".join(sys.argv[1:]),
               "stores": [summarise(s) for s in args.stores]}
     Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n")

@@ -4,23 +4,28 @@ Renders the same latents (same seed) with both presets through `render.render_st
 preset at 224 px as well, then writes a side-by-side figure and the PSNRs:
 
     python benchmarks/preset_compare.py --n 4 --out docs/preset_compare.png --json results/preset_compare.json
+    python benchmarks/preset_compare.py --tiny      # 1 image, original and fast_224 at 32 px, fast at 16 (a test)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-import zarr
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 from imaging import image_grid, psnr  # benchmarks/imaging.py, beside this script
 from PIL import Image
 
 from ident3d.render import render_store
+from ident3d.store.zarr_io import store_group
+
+TINY = {"original": {"resolution": 32, "samples": 8}, "fast_224": {"resolution": 32}, "fast": {"resolution": 16}}
 
 
 def downsample(images: np.ndarray, size: int) -> np.ndarray:
@@ -35,9 +40,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="docs/preset_compare.png", help="the figure")
     ap.add_argument("--json", default="results/preset_compare.json", help="the figures as JSON")
+    tiny = add_tiny(ap, "1 image; original (8 samples) and fast_224 at 32 px, fast at 16 px")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"n": 1}, paths=("out", "json"))
     tmp = Path(tempfile.mkdtemp(prefix="ident3d_presets_"))
     runs = {"original": ("original", None), "fast_224": ("fast", {"resolution": 224}), "fast": ("fast", None)}
+    if args.tiny:
+        runs = {name: (preset, {**(settings or {}), **TINY[name]}) for name, (preset, settings) in runs.items()}
     images, seconds = {}, {}
     for name, (preset, settings) in runs.items():
         store = tmp / f"{name}.zarr"
@@ -46,7 +55,8 @@ def main() -> None:
                               workers=1, chunk_size=args.n, progress=False)
         assert report.ok, (name, report.failed)
         seconds[name] = (time.perf_counter() - t0) / args.n
-        images[name] = zarr.open_group(str(store), mode="r")["images"][:]
+        images[name] = store_group(str(store), mode="r")["images"][:]
+    shutil.rmtree(tmp, ignore_errors=True)
     orig, fast, fast224 = images["original"], images["fast"], images["fast_224"]
     res = {
         "n": args.n, "scene": args.scene, "seconds_per_image_incl_startup": seconds,

@@ -10,6 +10,12 @@ command pays:
   - one renderer's memory over many images (it must stay flat).
 
     python benchmarks/render_bench.py --out results/render_bench.json   # + results/render_bench.png
+    python benchmarks/render_bench.py --tiny      # 16 px, 2 images, one core's split, once each (a test; it skips
+                                                  # the whole commands and the warm cluster: 25 s of start-ups)
+
+The previous revision is imported the way it names its packages: ``ident3d.render`` where it has the ``ident3d``
+package, else ``render`` (the layout before it, as in the default baseline); importing ``ident3d`` there would load
+this checkout's editable install and compare the current code with itself.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 
 import psutil
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = """
@@ -45,12 +52,19 @@ def python_env(code_root: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(code_root)}
 
 
+def packages(code_root: Path) -> str:
+    """The prefix of the project's packages in the code at ``code_root``: ``ident3d.``, or nothing for a revision
+    from before the ``ident3d`` package (its ``render``, ``pipelines``, ... were top-level)."""
+    return "ident3d." if (code_root / "ident3d").is_dir() else ""
+
+
 def render_rate(code_root: Path, out: Path, **kw: object) -> dict[str, float]:
     """render_store(**kw) in a fresh process of the code at ``code_root``: img/s of the render phase, its seconds
     and the process's wall time."""
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", RUN, json.dumps({"out": str(out), "progress": False, **kw})],
+    code = RUN.replace("ident3d.", packages(code_root))
+    r = subprocess.run([sys.executable, "-c", code, json.dumps({"out": str(out), "progress": False, **kw})],
                        env=python_env(code_root), cwd=code_root, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - t
     got = json.loads(r.stdout.strip().splitlines()[-1])
@@ -61,7 +75,8 @@ def command_wall(code_root: Path, out: Path, *args: str) -> float:
     """Seconds of ``ident3d render ARGS`` (as ``python -m pipelines.cli``) with the code at ``code_root``."""
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", "render", "--out", str(out), "--no-progress", *args],
+    subprocess.run([sys.executable, "-m", f"{packages(code_root)}pipelines.cli", "render", "--out", str(out),
+                    "--no-progress", *args],
                    env=python_env(code_root), cwd=code_root, check=True, capture_output=True, text=True)
     return time.perf_counter() - t
 
@@ -170,12 +185,21 @@ def main() -> None:
     ap.add_argument("--baseline", default="1462302", help="git revision of the previous code path")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each measurement (the fastest is kept)")
     ap.add_argument("--memory-renders", type=int, default=1024)
+    ap.add_argument("--commands", type=int, nargs="*", default=[32, 256],
+                    help="images of the timed whole commands (none: skip them)")
+    ap.add_argument("--scheduler-repeats", type=int, help="commands timed on a warm cluster (default: --repeats + 1; "
+                    "0 skips the part)")
+    ap.add_argument("--cores", type=int, help="cores to split into workers x threads (default: this process's)")
     ap.add_argument("--out", default="results/render_bench.json")
+    tiny = add_tiny(ap, "16 px, 2 images, 1 core, one repeat, 2 renders for the memory; no whole commands and no "
+                        "warm cluster")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"resolutions": [16], "n": [2], "repeats": 1, "memory_renders": 2, "commands": [],
+                            "scheduler_repeats": 0, "cores": 1})
     from ident3d.jobs.cluster import cpu_cores
     from ident3d.render.driver import default_workers
 
-    cores = cpu_cores()
+    cores = args.cores or cpu_cores()
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     results: dict = {"command": "python " + " ".join(sys.argv), "revision": rev, "baseline": args.baseline,
                      "machine": {"cores": cores, "python": platform.python_version(),
@@ -212,17 +236,19 @@ def main() -> None:
                   f"previous default {row['previous_default']['img_per_s']:.2f} -> "
                   f"{row['speedup_vs_previous']:.2f}x", flush=True)
             save()
-        for count in (32, 256):
+        for count in args.commands:
             cmd = ("--scene", "causal3dident", "--n", str(count))
             cur = min(command_wall(ROOT, tmp / "c.zarr", *cmd) for _ in range(args.repeats))
             prev = min(command_wall(base, tmp / "c.zarr", *cmd) for _ in range(args.repeats))
             results["commands"][f"{count} img, 64 px"] = {"current_s": cur, "previous_s": prev}
             print(f"`ident3d render --n {count}` (64 px): {cur:.1f} s, previous {prev:.1f} s", flush=True)
             save()
-        starts = scheduler_start(ROOT, tmp, args.repeats + 1)
-        results["scheduler_start_s"] = starts
-        print(f"--scheduler on a warm cluster: first chunk computing {min(starts):.2f}-{max(starts):.2f} s after "
-              "the command was launched", flush=True)
+        repeats = args.repeats + 1 if args.scheduler_repeats is None else args.scheduler_repeats
+        if repeats:
+            starts = scheduler_start(ROOT, tmp, repeats)
+            results["scheduler_start_s"] = starts
+            print(f"--scheduler on a warm cluster: first chunk computing {min(starts):.2f}-{max(starts):.2f} s after "
+                  "the command was launched", flush=True)
         if args.memory_renders:
             m = memory(args.memory_renders)
             results["memory"] = m

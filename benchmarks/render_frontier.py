@@ -12,7 +12,7 @@ frontier of ms/img vs SSIM, and ``derive_fast``: the fastest point that scores n
 (a labelled point at every resolution) in both PSNR and SSIM.
 
     python benchmarks/render_frontier.py --out results/render_frontier.json   # + results/render_frontier.png
-    python benchmarks/render_frontier.py --tiny --out /tmp/frontier.json      # 32 px, 2 images, 3 points (a test)
+    python benchmarks/render_frontier.py --tiny      # 32 px, 2 images, 3 points (a test)
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
 
+from _tiny import add_tiny  # noqa: E402  (benchmarks/_tiny.py)
 from imaging import psnr  # noqa: E402  (benchmarks/imaging.py)
 from render_bench import ROOT, best, python_env  # noqa: E402  (benchmarks/render_bench.py)
 from ssim import ssim  # noqa: E402  (benchmarks/ssim.py)
@@ -298,13 +299,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"])
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "ident3d_render_frontier"),
                     help="where the reference renders are kept between runs")
-    ap.add_argument("--tiny", action="store_true", help="32 px, 2 images, 3 points, 1 repeat (tests)")
     ap.add_argument("--out", default="results/render_frontier.json")
+    tiny = add_tiny(ap, "32 px, 2 images, 3 points, 1 repeat")
     args = ap.parse_args(argv)
     from ident3d.jobs.cluster import cpu_cores
 
-    if args.tiny:
-        args.resolutions, args.n, args.repeats = [32], [2], 1
+    tiny.apply(args, sizes={"resolutions": [32], "n": [2], "repeats": 1})
     args.n = args.n or [default_n(r) for r in args.resolutions]
     if len(args.n) != len(args.resolutions):
         ap.error("give one --n per resolution")

@@ -14,6 +14,7 @@ difference to the same images rendered with the denoiser off (its status arrives
 Also: images/s against the sequence length, and the start-up a command pays before its first image.
 
     python benchmarks/render_profile.py --out results/render_profile.json   # + results/render_profile.png
+    python benchmarks/render_profile.py --tiny      # 16 px, 2 images, sequences of 1 and 2 at 16 px (a test)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
 STAGES = ("pose", "scene update", "sync", "BVH", "path tracing", "denoising", "save + read-back", "store write", "Dask")
 
@@ -84,6 +86,7 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
 
     from ident3d.causal import load_scm
     from ident3d.jobs.cluster import cpu_cores
+    from ident3d.render.api import plan_render
     from ident3d.render.blender import build_renderer, quiet_stdout
     from ident3d.render.driver import cycles_seeds
     from ident3d.render.scene import pose
@@ -150,10 +153,9 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
                 best = {**split, "total": total}
         out[name] = {k: 1000 * v / n for k, v in best.items()}
     # store write: one chunk of these images into a real store (zstd level 9), per image
-    with tempfile.TemporaryDirectory() as tmp:
-        layout = {"n": n, "chunk_size": n, "height": res, "width": res, "n_latents": s.latents.shape[1],
-                  "has_classes": True, "views": []}
-        group = prepare(f"{tmp}/s.zarr", {"format_version": 1}, layout, overwrite=True)
+    with tempfile.TemporaryDirectory() as tmp:  # the attributes and layout a render of these images writes
+        plan = plan_render(f"{tmp}/s.zarr", scene="causal3dident", n=n, settings={"resolution": res}, chunk_size=n)
+        group = prepare(f"{tmp}/s.zarr", plan.attrs, plan.layout, overwrite=True)
         t = time.perf_counter()
         write_chunk(group, 0, ChunkData(imgs, s.latents, s.classes), {})
         write = 1000 * (time.perf_counter() - t) / n
@@ -211,15 +213,16 @@ import os, json, sys
 from ident3d.pipelines.cli import COMMANDS; t_cli = time.perf_counter()
 import ident3d.render.driver as d; t_render = time.perf_counter()
 import bpy; t_bpy = time.perf_counter()
+from ident3d.jobs.cluster import cpu_cores, local_cluster
 from ident3d.render.blender import build_renderer
 from ident3d.render.settings import render_settings
-r = build_renderer("causal3dident", render_settings("fast").to_dict(), threads=d.cpu_cores())
+r = build_renderer("causal3dident", render_settings("fast").to_dict(), threads=cpu_cores())
 t_build = time.perf_counter()
 from ident3d.causal import load_scm
 s = load_scm("causal3dident").sample(1, seed=0)
 r.render_batch(s.latents, s.classes); t_first = time.perf_counter()
 r.render_batch(s.latents, s.classes); t_second = time.perf_counter()
-c, cl = d.local_cluster(1, 1); t_cluster = time.perf_counter()
+c, cl = local_cluster(1, 1); t_cluster = time.perf_counter()
 c.close(); cl.close(); t_close = time.perf_counter()
 first = (t_first - t_build) - (t_second - t_first)
 print(json.dumps({"import the CLI": t_cli - t0, "import render": t_render - t_cli, "import bpy": t_bpy - t_render,
@@ -269,8 +272,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, nargs="+", default=[48, 48, 24, 12], help="images per resolution")
     ap.add_argument("--reps", type=int, default=2, help="repeats per path (the fastest is kept)")
     ap.add_argument("--lengths", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
+    ap.add_argument("--sequence-resolution", type=int, default=64, help="px of the images/s by sequence length")
+    ap.add_argument("--sequence-n", type=int, default=64, help="images per sequence-length measurement")
     ap.add_argument("--out", default="results/render_profile.json")
+    tiny = add_tiny(ap, "16 px, 2 images, 1 repeat; sequences of 1 and 2 frames over 4 images at 16 px")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"resolutions": [16], "n": [2], "reps": 1, "lengths": [1, 2], "sequence_resolution": 16,
+                            "sequence_n": 4})
     from ident3d.jobs.cluster import cpu_cores
     from ident3d.render.blender import SEQUENCE_FRAMES
 
@@ -290,9 +298,10 @@ def main() -> None:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in row[name].items() if k != "total" and v >= 0.05)
             print(f"{res:4d} px {name:6s}: {row[name]['total']:7.1f} ms/img ({1000 / row[name]['total']:5.1f} img/s) "
                   f"= {parts}", flush=True)
-    results["sequence_img_per_s_64px"] = sequence_lengths(64, 64, args.lengths)
-    print("img/s by frames per sequence at 64 px:",
-          {k: round(v, 1) for k, v in results["sequence_img_per_s_64px"].items()}, flush=True)
+    key = f"sequence_img_per_s_{args.sequence_resolution}px"
+    results[key] = sequence_lengths(args.sequence_resolution, args.sequence_n, args.lengths)
+    print(f"img/s by frames per sequence at {args.sequence_resolution} px:",
+          {k: round(v, 1) for k, v in results[key].items()}, flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -2,6 +2,7 @@
 seconds per step of each on the same cells (one thread) and whether the final weights are bit-identical.
 
     python benchmarks/row_logsumexp.py [--steps 1000] [--out results/row_logsumexp.json]
+    python benchmarks/row_logsumexp.py --tiny      # 2 steps per cell (a test)
 
 The cells are rows of configs/synthetic/paper001.yaml (box, normal -> p = 2 and box, laplace -> p = 1, seed 0) at
 the table's batch size; their logits spread over hundreds of nats, where torch's CPU exp takes a slow path for
@@ -20,13 +21,11 @@ import tempfile
 from pathlib import Path
 
 import torch
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from ident3d.training import trainer  # noqa: E402
-from ident3d.training.config import TrainConfig  # noqa: E402
-from ident3d.training.objectives import lp_infonce  # noqa: E402
+from ident3d.training import trainer
+from ident3d.training.config import TrainConfig
+from ident3d.training.objectives import lp_infonce
 
 CELLS = {"p=2, normal": ("normal", 2), "p=1, laplace": ("laplace", 1)}
 IMPLEMENTATIONS = {"torch.logsumexp": lambda x: torch.logsumexp(x, dim=1), "row_logsumexp": lp_infonce.row_logsumexp}
@@ -60,7 +59,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--out", type=Path, default=Path("results/row_logsumexp.json"))
+    tiny = add_tiny(p, "2 steps per cell")
     args = p.parse_args()
+    tiny.apply(args, sizes={"steps": 2})
     torch.set_num_threads(1)
     rows = []
     for name, (conditional, pnorm) in CELLS.items():

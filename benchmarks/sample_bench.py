@@ -2,6 +2,7 @@
 the small chunks a render task samples (it must never be the bottleneck of rendering).
 
     python benchmarks/sample_bench.py --out results/sample_bench.json
+    python benchmarks/sample_bench.py --tiny      # N = 1,000, one repeat (a test)
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import platform
 import time
 from pathlib import Path
+
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
 from ident3d.causal import load_scm
 
@@ -31,7 +34,9 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=64, help="rows per render chunk")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default="results/sample_bench.json")
+    tiny = add_tiny(ap, "N = 1,000, one repeat")
     args = ap.parse_args()
+    tiny.apply(args, sizes={"n": 1000, "repeat": 1})
     results = {"n": args.n, "chunk": args.chunk, "machine": platform.processor() or platform.machine(),
                "scms": {}}
     for name in ("3dident", "causal3dident", "content_style"):

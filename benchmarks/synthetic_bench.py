@@ -5,6 +5,7 @@ Runs the project's trainer (``ident3d.training.train`` on a ``latent_pairs`` sou
 when present, on CUDA (fp32 and bf16 autocast), and writes the figures as JSON:
 
     python benchmarks/synthetic_bench.py --out results/synthetic_bench.json
+    python benchmarks/synthetic_bench.py --tiny      # batch 64, 2 steps, 1 thread (a test)
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ import tempfile
 from pathlib import Path
 
 import torch
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ident3d.training.trainer import TrainConfig, train  # noqa: E402
+from ident3d.training.trainer import TrainConfig, train
 
 
 def steps_per_second(device: str, amp: bool, steps: int, batch_size: int, warmup: int = 3) -> float:
@@ -48,7 +48,9 @@ def main() -> None:
     ap.add_argument("--cuda-steps", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
     ap.add_argument("--out", type=Path, default=Path("results/synthetic_bench.json"))
+    tiny = add_tiny(ap, "batch 64, 2 steps per device, 1 thread")
     a = ap.parse_args()
+    tiny.apply(a, sizes={"batch_size": 64, "cpu_steps": 2, "cuda_steps": 2, "threads": 1})
     torch.set_num_threads(a.threads)
     result = {"command": "python " + " ".join(sys.argv), "batch_size": a.batch_size, "n": 10,
               "encoder": "mlp 10-100-500-500-500-500-100-10", "threads": a.threads,

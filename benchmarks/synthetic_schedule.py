@@ -6,6 +6,7 @@ the curve and prints it. Example (the two settings the README reports, on 2 thre
 
     python benchmarks/synthetic_schedule.py --setting box_normal_p2 --schedule fast --threads 2 \
         --out results/synthetic/schedule_box_normal_p2_fast.json
+    python benchmarks/synthetic_schedule.py --tiny      # 4 steps of batch 32, scored twice, + its figure (a test)
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import time
 from pathlib import Path
 
 import torch
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ident3d.evaluation.synthetic import evaluate_synthetic  # noqa: E402
-from ident3d.training.trainer import TrainConfig, train  # noqa: E402
+from ident3d.evaluation.synthetic import evaluate_synthetic
+from ident3d.training.trainer import TrainConfig, train
 
 SETTINGS = {  # paper 001's box experiments: p = 2 is scored by linear R^2, p = 1 by MCC
     "box_normal_p2": {"source": {"kind": "latent_pairs", "space": "box", "conditional": "normal", "scale": 0.05},
@@ -118,7 +118,8 @@ def plot(curves: Path, png: Path) -> None:
             ax.plot([p["seconds"] / 60 for p in r["curve"]], [p[metric] for p in r["curve"]], marker=".", label=label)
         ax.axhline(0.95, color="grey", lw=0.8, ls="--")
         ax.set(title=f"{setting}: {metric}", xlabel="training minutes (2 cores)", ylabel=metric, ylim=(0, 1.02))
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a setting without runs has an empty panel
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=90)
 
@@ -135,7 +136,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-eval", type=int, default=5000)
     ap.add_argument("--out", type=Path)
+    tiny = add_tiny(ap, "box_normal_p2, 4 steps of batch 32, scored at steps 2 and 4 on 200 draws, and its figure")
     a = ap.parse_args()
+    tiny.apply(a, sizes={"setting": "box_normal_p2", "eval_every": 2, "threads": 1, "n_eval": 200,
+                         "schedule": json.dumps({"steps": 4, "batch_size": 32, "hidden": [16]})},
+               paths={"out": "schedule.json"})
     if a.plot:
         plot(a.plot, a.png or a.plot.with_suffix(".png"))
         return
@@ -148,6 +153,10 @@ def main() -> None:
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=1) + "\n")
+    if a.tiny:  # the figure of --plot, from this run
+        curves = a.out.with_name(a.out.stem + "_curves.json")
+        curves.write_text(json.dumps({"runs": [result]}) + "\n")
+        plot(curves, curves.with_suffix(".png"))
 
 
 if __name__ == "__main__":

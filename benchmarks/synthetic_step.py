@@ -7,6 +7,7 @@ implies on the config's workers (steps x ms x seeds / workers, training only).
 
     python benchmarks/synthetic_step.py --out results/synthetic/paper001/step_profile.json   # + .png
     python benchmarks/synthetic_step.py --rows 0 --steps 5 --variants fp32 --out /tmp/step.json  # a quick look
+    python benchmarks/synthetic_step.py --tiny      # rows 0 and 4, fp32 and one_call, 2 steps (a test)
 
 Only the ``fp32`` variant is what the engine runs; the others are measured, not used (their weights differ from
 fp32's in the last bits or more, so adopting one would re-key every cell).
@@ -26,6 +27,10 @@ from typing import Any
 
 import torch
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this script
+
+from _tiny import add_tiny  # noqa: E402  (benchmarks/_tiny.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("fp32", "one_call", "one_call+foreach", "bf16", "bf16+one_call+foreach", "compile")
@@ -130,7 +135,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2, help="the table's workers (one thread each)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "synthetic" / "paper001" / "step_profile.json")
+    tiny = add_tiny(ap, "rows 0 and 4 (p = 2 and p = 3), the fp32 and one_call variants, 2 steps after 1")
     args = ap.parse_args(argv)
+    tiny.apply(args, sizes={"rows": [0, 4], "variants": ["fp32", "one_call"], "steps": 2, "warmup": 1})
     torch.set_num_threads(1)
     cfg = yaml.safe_load(args.config.read_text())
     picked = [cfg["rows"][i] for i in (args.rows if args.rows is not None else range(len(cfg["rows"])))]

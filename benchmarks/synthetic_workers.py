@@ -2,6 +2,7 @@
 side by side in one run on the same cells: wall time of each and their ratio, with the thread counts set.
 
     python benchmarks/synthetic_workers.py [--steps 300] [--rows 4] [--out results/synthetic_workers.json]
+    python benchmarks/synthetic_workers.py --tiny      # one cell of 2 steps each way (a test)
 
 The serial run is one process (every cell at the engine's one torch thread, ``ident3d.pipelines.cells.CELL_THREADS``);
 the parallel run two worker processes at 1 thread each. Both train and score the same cells of
@@ -22,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,12 +39,21 @@ def timed(args: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def scores(table: Path) -> dict:
+    """A table's rows without the training times (``train_seconds``), which differ from run to run."""
+    rows = json.loads(table.read_text())["rows"]
+    return {name: {**row, "stats": {k: v for k, v in row["stats"].items() if not k.endswith("seconds")}}
+            for name, row in rows.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--rows", type=int, default=4, help="the first N rows of paper001.yaml, seed 0")
     p.add_argument("--out", type=Path, default=Path("results/synthetic_workers.json"))
+    tiny = add_tiny(p, "the first row, 2 steps, in one process and on 2 workers")
     args = p.parse_args()
+    tiny.apply(args, sizes={"steps": 2, "rows": 1})
     import yaml
 
     cfg = yaml.safe_load((ROOT / "configs/synthetic/paper001.yaml").read_text())
@@ -51,8 +63,7 @@ def main() -> None:
               "--rows", *slugs, "--no-progress", "--no-figures", "--device", "cpu"]
     serial = timed([*common, "--out", str(work / "serial")])
     parallel = timed([*common, "--out", str(work / "parallel"), "--workers", "2"])
-    same = (json.loads((work / "serial/table.json").read_text())["rows"]
-            == json.loads((work / "parallel/table.json").read_text())["rows"])
+    same = scores(work / "serial/table.json") == scores(work / "parallel/table.json")
     shutil.rmtree(work, ignore_errors=True)
     result = {"command": "python benchmarks/synthetic_workers.py " + " ".join(sys.argv[1:]), "cells": len(slugs),
               "steps": args.steps, "serial_s": round(serial, 1), "workers_2x1_thread_s": round(parallel, 1),

@@ -5,6 +5,8 @@ store, the view maker and the run directory (the device's auto defaults), timed 
 
 Renders the store first if it is missing (Causal3DIdent, 1,024 images, the default ``fast`` preset at 64 px;
 rendering is not part of the timed figure).
+
+    python benchmarks/train_defaults.py --tiny      # 16 images of 16 px, the command cut to 2 steps of 8 (a test)
 """
 
 from __future__ import annotations
@@ -19,15 +21,18 @@ import time
 from pathlib import Path
 
 import torch
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
 
+TINY_TRAIN = ["--steps", "2", "--batch-size", "8"]  # --tiny: the default command, cut short
 
-def ensure_store(path: Path, n: int) -> float:
-    """Render the store unless it exists; returns the seconds spent rendering (0 when it was there)."""
+def ensure_store(path: Path, n: int, settings: dict | None = None) -> float:
+    """Render the store unless it exists (``settings``: overrides of the fast preset); returns the seconds spent
+    rendering (0 when it was there)."""
     if (path / "zarr.json").is_file():
         return 0.0
     from ident3d.render import render_store
 
-    report = render_store(path, scene="causal3dident", n=n, preset="fast", seed=0, progress=False)
+    report = render_store(path, scene="causal3dident", n=n, preset="fast", settings=settings, seed=0, progress=False)
     if not report.ok:
         raise SystemExit(f"rendering {path} failed: chunks {sorted(report.failed)}")
     return float(report.seconds)
@@ -42,10 +47,11 @@ def store_facts(path: Path) -> dict[str, object]:
     return {"images": attrs.n, "resolution": attrs.render["resolution"], "samples": attrs.render["samples"]}
 
 
-def timed_train(store: Path, run: Path) -> tuple[list[str], float, str]:
-    """Run the default command (a fresh run directory) and return (command, wall seconds, its stdout)."""
+def timed_train(store: Path, run: Path, extra: list[str] | None = None) -> tuple[list[str], float, str]:
+    """Run the default command (a fresh run directory; ``extra`` flags appended) and return (command, wall seconds,
+    its stdout)."""
     shutil.rmtree(run, ignore_errors=True)
-    cmd = ["ident3d", "train", "--data", str(store), "--views", "colour", "--out", str(run)]
+    cmd = ["ident3d", "train", "--data", str(store), "--views", "colour", "--out", str(run), *(extra or [])]
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *cmd[1:]], capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -60,10 +66,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1024, help="images in the store if it has to be rendered")
     ap.add_argument("--run", default="runs/bench/train_defaults", type=Path)
     ap.add_argument("--out", default="results/train_defaults_cpu.json", type=Path)
+    tiny = add_tiny(ap, "a 16-image, 16 px store, the command cut to 2 steps of batch 8")
     args = ap.parse_args()
-    render_s = ensure_store(args.store, args.n)
+    tiny.apply(args, sizes={"n": 16}, paths={"store": "store.zarr", "run": "run", "out": "train_defaults.json"})
+    render_s = ensure_store(args.store, args.n, {"resolution": 16, "samples": 2} if args.tiny else None)
     load_before = os.getloadavg()[0]  # other work on the machine slows the figure; recorded alongside it
-    cmd, wall, stdout = timed_train(args.store, args.run)
+    cmd, wall, stdout = timed_train(args.store, args.run, TINY_TRAIN if args.tiny else None)
     config = json.loads((args.run / "config.json").read_text())
     steps = [json.loads(line)["step"] for line in (args.run / "metrics.jsonl").read_text().splitlines()]
     res = {

@@ -4,6 +4,7 @@ model, in one run; and the data pipelines alone (no model), which bound the step
 
     python benchmarks/train_throughput.py --store runs/paper001_3dident_cpu/stores/train.zarr --view near \
         --out results/train_throughput.json
+    python benchmarks/train_throughput.py --tiny      # a 16-image, 16 px store with a pos view, cnn, batch 4 (a test)
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
+
+from ident3d.store.zarr_io import store_group
 
 
 def ident3d_batches(store: str, views: str, batch: int, device: torch.device):
@@ -41,11 +45,10 @@ def ident3d_batches(store: str, views: str, batch: int, device: torch.device):
 def torchvision_batches(store: str, batch: int, device: torch.device, workers: int):
     """The baseline: images in memory, torchvision v2 transforms per sample on the CPU (crop + colour, two views),
     a shuffling DataLoader; batches moved to the device afterwards."""
-    import zarr
     from torch.utils.data import DataLoader, Dataset
     from torchvision.transforms import v2
 
-    images = np.asarray(zarr.open_group(store, mode="r")["images"][:])
+    images = np.asarray(store_group(store, mode="r")["images"][:])
     size = images.shape[1]
     t = v2.Compose([v2.ToImage(), v2.RandomResizedCrop(size, scale=(0.08, 1.0), antialias=True),
                     v2.RandomApply([v2.ColorJitter(0.8, 0.8, 0.8, 0.2)], p=0.8), v2.RandomGrayscale(0.2),
@@ -96,25 +99,40 @@ def rate(next_views, steps: int, batch: int, model: torch.nn.Module | None, devi
     return steps * batch / (time.perf_counter() - t0)
 
 
+def tiny_store(path: Path) -> Path:
+    """A 16-image, 16 px Causal3DIdent store with exact ``pos`` LT pairs, for ``--tiny``."""
+    from ident3d.render import render_store
+
+    assert render_store(path, scene="causal3dident", n=16, settings={"resolution": 16, "samples": 2},
+                        views="pos:positions", workers=1, threads=1, progress=False).ok
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", required=True, help="a store with a stored LT view")
-    ap.add_argument("--view", required=True, help="the stored view's name (for the lt_exact pipeline)")
+    ap.add_argument("--store", help="a store with a stored LT view")
+    ap.add_argument("--view", help="the stored view's name (for the lt_exact pipeline)")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--encoders", nargs="+", default=["cnn", "resnet18"])
     ap.add_argument("--loader-workers", type=int, default=0, help="the baseline DataLoader's worker processes")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default="results/train_throughput.json")
+    tiny = add_tiny(ap, "a 16-image, 16 px store with a pos view rendered for it; cnn, batch 4, 1 step")
     args = ap.parse_args()
+    folder = tiny.apply(args, sizes={"batch_size": 4, "steps": 1, "encoders": ["cnn"], "device": "cpu"},
+                        inputs=not args.store)
+    if folder and not args.store:
+        args.store, args.view = str(tiny_store(folder / "store.zarr")), "pos"
+    if not args.store or not args.view:
+        ap.error("give --store and --view (or --tiny)")
     from ident3d.training.encoders import build_encoder
     from ident3d.training.objectives import OBJECTIVES
     from ident3d.training.trainer import pick_device
 
     device = pick_device(args.device)
-    import zarr
 
-    size = zarr.open_group(args.store, mode="r")["images"].shape[1]
+    size = store_group(args.store, mode="r")["images"].shape[1]
     pipelines = {"ident3d DA crop_large+colour": ident3d_batches(args.store, "crop_large+colour", args.batch_size,
                                                                  device),
                  f"ident3d LT lt_exact:{args.view}": ident3d_batches(args.store, f"lt_exact:{args.view}",

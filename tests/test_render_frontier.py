@@ -1,5 +1,6 @@
 """benchmarks/render_frontier.py: the --tiny sweep for real (32 px, 2 images, 3 points and the 512-sample reference,
-each rendered by bpy in its own process), its JSON, its checks, and derive_fast / pareto on constructed results."""
+each rendered by bpy in its own process; tests/test_benchmarks_tiny.py leaves this script to this test), its JSON, its
+checks, and derive_fast / pareto on constructed results."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""benchmarks/synthetic_step.py (issue 36 §3): a real, short run on two rows of paper 001's synthetic config, its JSON,
-and the table wall time it implies, checked by hand."""
+"""benchmarks/synthetic_step.py (issue 36 §3): its --tiny run for real (two rows of paper 001's synthetic config, two
+variants, 2 steps; tests/test_benchmarks_tiny.py leaves this script to this test), its JSON, and the table wall time
+it implies, checked by hand."""
 
 import json
 import math
@@ -11,8 +12,7 @@ ss = benchmark("synthetic_step")
 
 def test_a_short_run_records_each_row_and_variant(tmp_path):
     out = tmp_path / "step.json"
-    got = ss.main(["--rows", "0", "4", "--variants", "fp32", "one_call", "--steps", "2", "--warmup", "1",
-                   "--out", str(out)])
+    got = ss.main(["--tiny", "--out", str(out)])  # rows 0 and 4, fp32 and one_call, 2 steps after 1
     assert json.loads(out.read_text()) == json.loads(json.dumps(got)) and out.with_suffix(".png").is_file()
     rows = got["rows"]
     assert list(rows) == ["box, normal -> p=2 (matching)", "box, normal -> p=3 (mismatch)"]

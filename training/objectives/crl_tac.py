@@ -106,8 +106,9 @@ class CRLTAC(Objective):
         top: crops of highest P(T|X) averaged by the "top-n" representation (default 8, the paper's).
         channel_bound: the channel phase's objective: "exact" (objective (2) itself, a log-mean-exp over the
             other views of the image; default) or "jensen" (the lower bound the encoder phase uses). On the
-            canvas, exact gave the channel more mass on the digit and f higher accuracy (results/crl_tac_canvas*,
-            made before the channel phase counted the anchor in its denominator; results/crl_tac_mnist5k after).
+            canvas, exact gave the channel more mass on the digit and f higher accuracy
+            (results/archive/crl_tac_canvas*, made before the channel phase counted the anchor in its denominator;
+            results/crl_tac_mnist5k after).
         channel_net: P(T|X)'s network, "fast" (default) or "paper" (Fig. 5 as drawn;
         ``ident3d.training.channel.ChannelNet``).
         channel_anchor: count the anchor view in the channel phase's denominator, as the paper's eq. (19) does
