@@ -177,3 +177,21 @@ def peak_mb(call):
         return result, tracemalloc.get_traced_memory()[1] / 2**20
     finally:
         tracemalloc.stop()
+
+
+def assert_refused(r, *fragments):
+    """A command refused as bad input: exit 2, one line on stderr holding every fragment, no traceback; the line."""
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    return lines[0]
+
+
+def copy_store(store, tmp_path, name: str = "damaged.zarr"):
+    """A fresh copy of ``store`` under ``tmp_path`` (to damage without touching the shared one)."""
+    import shutil
+
+    out = tmp_path / name
+    shutil.copytree(store, out)
+    return out

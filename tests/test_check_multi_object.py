@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import run_cli, store_bytes, tree_digest
+from helpers import copy_store, run_cli, store_bytes, tree_digest
 
 from ident3d.render import render_store
 from ident3d.render.api import plan_render
@@ -38,9 +38,7 @@ def clean(tmp_path_factory):
 @pytest.fixture
 def copy(clean, tmp_path):
     """A fresh copy of the clean store to damage."""
-    out = tmp_path / "damaged.zarr"
-    shutil.copytree(clean, out)
-    return out
+    return copy_store(clean, tmp_path)
 
 
 def found(path) -> list[tuple[int, str]]:

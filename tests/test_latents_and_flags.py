@@ -8,19 +8,12 @@ import math
 
 import numpy as np
 import pytest
-from helpers import run_cli, tree_digest
+from helpers import assert_refused, run_cli, tree_digest
 from PIL import Image
 
 LATENTS = ["pos_x", "pos_y", "pos_z", "rot_alpha", "rot_beta", "rot_gamma", "spot_angle", "obj_hue", "spot_hue",
            "bg_hue"]
 
-
-def assert_refused(r, *fragments):
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    return lines[0]
 
 
 def make_3dident(root, n=12, size=8, raw=None):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 import zarr
-from helpers import multi3dident_without_rules, run_cli
+from helpers import assert_refused, multi3dident_without_rules, run_cli
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
@@ -27,14 +27,6 @@ SCM = "multi3dident_independent"
 MULTI = ["--scene", "multi3dident", "--scm", SCM]
 TINY = ["--resolution", "8", "--samples", "1", "--chunk-size", "4", "--no-progress"]
 
-
-def assert_refused(r, *fragments):
-    """Exit 2, one line on stderr holding every fragment, no traceback; the line."""
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    return lines[0]
 
 
 def refused_in_python(call, *fragments):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import run_cli, tree_digest
+from helpers import copy_store, run_cli, tree_digest
 
 import ident3d
 from ident3d.pipelines.show_masks import SLOT_COLOURS, outline, overlay
@@ -42,9 +42,7 @@ def run(clean, tmp_path_factory):
 
 @pytest.fixture
 def copy(clean, tmp_path):
-    out = tmp_path / "damaged.zarr"
-    shutil.copytree(clean, out)
-    return out
+    return copy_store(clean, tmp_path)
 
 
 def truncate(store: Path, key: str) -> None:

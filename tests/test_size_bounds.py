@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import default_sigint, peak_mb, run_cli, tree_digest
+from helpers import assert_refused, default_sigint, peak_mb, run_cli, tree_digest
 
 import ident3d.pipelines.dataset  # noqa: F401 - imported here, so a refusal's time is its own, not the import's
 import ident3d.pipelines.render  # noqa: F401
@@ -31,15 +31,6 @@ from ident3d.training.parts import check_view_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 2**30
-
-
-def refused(r, *fragments):
-    """Exit code 2, one stderr line (no traceback) holding every fragment; returns the line."""
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    return lines[0]
 
 
 PEAK_MB = 512  # a refusal before the work (imports included); the refused work needs hundreds of GB and more
@@ -83,7 +74,7 @@ def test_a_rollout_is_bounded_by_sequences_length_and_nodes():
 def test_render_refuses_a_rollout_no_machine_holds_before_drawing_it(tmp_path, sequences, length, fragment):
     out = tmp_path / "x.zarr"
     r, peak = measured_cli("render", "--sequences", sequences, "--length", length, "--out", out)
-    refused(r, fragment, "lower --sequences or --length")
+    assert_refused(r, fragment, "lower --sequences or --length")
     assert peak < PEAK_MB and not out.exists() and not any(tmp_path.iterdir()), peak
 
 
@@ -93,7 +84,7 @@ def test_a_sequence_chunk_no_worker_holds_is_refused_before_the_rollout(tmp_path
     out = tmp_path / "x.zarr"
     r, peak = measured_cli("render", "--sequences", 1, "--length", 10**7, "--sequences-per-chunk", 1,
                            "--resolution", 1024, "--out", out)
-    refused(r, "1 worker(s) rendering 1024 px images in chunks of 10,000,000 (x1 with views) need about",
+    assert_refused(r, "1 worker(s) rendering 1024 px images in chunks of 10,000,000 (x1 with views) need about",
             "lower --resolution, --sequences-per-chunk, --length or --workers")
     assert peak < PEAK_MB and not out.exists() and not any(tmp_path.iterdir()), peak
 
@@ -135,7 +126,7 @@ def test_train_refuses_views_no_machine_holds_and_leaves_no_run_folder(tiny_stor
     r, peak = measured_cli("train", "--data", tiny_store, "--objective", "simvae", "--views", "paper004_grey",
                            "--n-views", 10**7, "--encoder", "mlp_vae", "--encoder-arg", "channels=1", "--steps", 2,
                            "--batch-size", 64, "--device", "cpu", "--no-progress", "--out", out)
-    refused(r, "--batch-size 64 x 10000000 views (640,000,000 images of 8 px) need about",
+    assert_refused(r, "--batch-size 64 x 10000000 views (640,000,000 images of 8 px) need about",
             "lower --batch-size or --n-views")
     assert not out.exists() and not out.parent.exists() and tree_digest(tiny_store) == digest
     assert peak < PEAK_MB, peak
@@ -156,7 +147,7 @@ def test_a_dataset_is_bounded_by_count_size_and_canvas():
 def test_dataset_refuses_canvases_no_machine_holds_before_reading_anything(tmp_path):
     out = tmp_path / "c.zarr"
     r, peak = measured_cli("dataset", "mnist_canvas", "--size", 512, "--out", out)  # 60,000 x 1,536^2 x 3 canvases
-    refused(r, "mnist_canvas (train split) with 512 px digits needs about 571.3 GB of memory", "lower --size")
+    assert_refused(r, "mnist_canvas (train split) with 512 px digits needs about 571.3 GB of memory", "lower --size")
     assert peak < PEAK_MB and not out.exists() and not any(tmp_path.iterdir()), peak
 
 

@@ -3,7 +3,6 @@
 chunk in one line, and xarray reads the stores with named dimensions."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from helpers import copy_store
 
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.cli import main
@@ -34,9 +34,7 @@ def clean(tmp_path_factory):
 @pytest.fixture
 def copy(clean, tmp_path):
     """A fresh copy of the clean store to damage."""
-    out = tmp_path / "damaged.zarr"
-    shutil.copytree(clean, out)
-    return out
+    return copy_store(clean, tmp_path)
 
 
 def arrays(path):

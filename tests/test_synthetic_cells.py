@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import default_sigint, run_cli, tree_digest
+from helpers import assert_refused, default_sigint, run_cli, tree_digest
 
 REPO = Path(__file__).resolve().parents[1]
 CFG = {
@@ -36,12 +36,6 @@ def write_config(folder: Path, cfg: dict = CFG) -> Path:
 def synthetic(config: Path, out: Path, *extra):
     return run_cli("synthetic", "--config", config, "--out", out, "--no-progress", "--no-figures", *extra)
 
-
-def assert_refused(r, *fragments):
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
-    for f in fragments:
-        assert f in lines[0], lines[0]
 
 
 def steps_logged(cell: Path) -> list[int]:
