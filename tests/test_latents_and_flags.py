@@ -15,7 +15,6 @@ LATENTS = ["pos_x", "pos_y", "pos_z", "rot_alpha", "rot_beta", "rot_gamma", "spo
            "bg_hue"]
 
 
-
 def make_3dident(root, n=12, size=8, raw=None):
     """A published 3DIdent folder: n tiny PNGs and raw_latents.npy (random in [-1, 1] unless given)."""
     (root / "images").mkdir(parents=True)

@@ -28,7 +28,6 @@ MULTI = ["--scene", "multi3dident", "--scm", SCM]
 TINY = ["--resolution", "8", "--samples", "1", "--chunk-size", "4", "--no-progress"]
 
 
-
 def refused_in_python(call, *fragments):
     """``call()`` raises a one-line UserError holding every fragment."""
     with pytest.raises(UserError) as info:

@@ -37,7 +37,6 @@ def synthetic(config: Path, out: Path, *extra):
     return run_cli("synthetic", "--config", config, "--out", out, "--no-progress", "--no-figures", *extra)
 
 
-
 def steps_logged(cell: Path) -> list[int]:
     return [json.loads(line)["step"] for line in (cell / "metrics.jsonl").read_text().splitlines()]
 
