@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import run_cli
 
 from ident3d.causal.errors import UserError
 
@@ -27,22 +28,22 @@ def compare_cfg(name: str, steps: int = 3) -> dict:
 
 def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
     """Run a tiny experiment of ``kind`` (training ``steps`` steps per cell); returns its output and the files that
-    mark its cells finished."""
+    mark its cells finished. Synthetic and compare run their config file through the command with ``--set
+    train.steps=N`` (the file stays as written); scaling writes its points' configs."""
     out = tmp / kind
-    if kind == "synthetic":
-        from ident3d.pipelines.synthetic import check_config, run_synthetic
-
-        cfg = check_config({"name": "tiny", "seeds": [0], "evaluate": {"fit": 200, "score": 200},
-                            "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": steps,
-                                      "batch_size": 32},
-                            "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]},
-                           "test")
-        run_synthetic(cfg, out, device="cpu", progress=False, figures=False)
-        return out, [out / "cells/box/seed_0/scores.json"]
-    if kind == "compare":
-        from ident3d.pipelines.compare import check_config, run_compare
-
-        run_compare(check_config(compare_cfg("tiny", steps), "test"), out)
+    if kind in ("synthetic", "compare"):
+        config = tmp / f"{kind}.yaml"
+        if kind == "synthetic":
+            cfg = {"kind": "synthetic", "name": "tiny", "seeds": [0], "evaluate": {"fit": 200, "score": 200},
+                   "train": {"objective": "lp_infonce", "encoder": "mlp", "out_dim": 3, "steps": 3, "batch_size": 32},
+                   "rows": [{"name": "box", "source": {"kind": "latent_pairs", "dim": 3}, "hp": {"p": 2}}]}
+        else:
+            cfg = {"kind": "compare", **compare_cfg("tiny")}
+        config.write_text(yaml.safe_dump(cfg))
+        r = run_cli("experiment", config, "--out", out, "--no-progress", "--set", f"train.steps={steps}")
+        assert r.returncode == 0, r.stderr
+        if kind == "synthetic":
+            return out, [out / "cells/box/seed_0/scores.json"]
         return out, [out / f"cells/{row}/seed_0/report.json" for row in ("lt_change_hues", "supervised_ceiling")]
     from ident3d.pipelines.scaling import load_config, run_scaling
 
