@@ -67,23 +67,14 @@ def plan(config: Path, manifest: dict[str, Any], can_render: bool) -> Plan:
     return p
 
 
-def config_copy(p: Plan, device: str, where: Path) -> Path:
-    """The config as the job runs it: a compare config's train section gets ``device``; written as JSON (which is
-    YAML) next to the experiment's output folder."""
-    cfg = json.loads(json.dumps(p.cfg))
-    if p.kind == "compare":
-        cfg["train"]["device"] = device
-    where.mkdir(parents=True, exist_ok=True)
-    path = where / f"{p.stem}.yaml"
-    path.write_text(json.dumps(cfg, indent=1) + "\n")
-    return path
-
-
-def command(p: Plan, config: Path, out: Path, device: str) -> list[str]:
-    """The ident3d command: ``experiment`` (a synthetic config's device is its alias's ``--device``)."""
+def command(p: Plan, out: Path, device: str) -> list[str]:
+    """The ident3d command on the config as written: ``experiment`` with ``--set train.device=DEVICE`` for a compare
+    config (a synthetic config's device is its alias's ``--device``)."""
     if p.kind == "synthetic":
-        return ["synthetic", "--config", str(config), "--out", str(out), "--device", device, "--no-progress"]
-    return ["experiment", str(config), "--out", str(out), "--no-progress"]
+        return ["synthetic", "--config", str(p.config.resolve()), "--out", str(out), "--device", device,
+                "--no-progress"]
+    return ["experiment", str(p.config.resolve()), "--out", str(out), "--no-progress", "--set",
+            f"train.device={device}"]
 
 
 def run_experiment(p: Plan, device: str, work: Path, out: Path, unpack: Any, paths: list[Path],
@@ -95,9 +86,9 @@ def run_experiment(p: Plan, device: str, work: Path, out: Path, unpack: Any, pat
     exp = where / p.stem
     for key, name in p.stores.items():
         unpack(name, exp / "stores" / f"{key}.zarr")
-    cfg_path = config_copy(p, device, where)
+    where.mkdir(parents=True, exist_ok=True)
     log = where / f"{p.stem}.log"
-    args = command(p, cfg_path, exp, device)
+    args = command(p, exp, device)
     code, seconds = run_ident3d(args, log, paths, deadline - time.monotonic())
     table = exp / "table.json"
     numbers: dict[str, Any] = {"config": str(p.config), "kind": p.kind, "name": p.cfg.get("name"),
