@@ -26,6 +26,6 @@ def test_no_code_outside_store_opens_a_zarr_group_itself():
     assert openers() == []
 
 
-def test_the_scan_finds_an_open(tmp_path, monkeypatch):
+def test_the_scan_finds_an_open():
     """The negative control: the scan sees a direct open where there is one (store/ itself has them)."""
     assert openers(("store",))
