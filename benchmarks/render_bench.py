@@ -21,6 +21,7 @@ this checkout's editable install and compare the current code with itself.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import psutil
 from _tiny import add_tiny  # benchmarks/_tiny.py, beside this script
+from goldens import import_root  # benchmarks/goldens.py: a checkout run as ident3d
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = """
@@ -47,9 +49,12 @@ if __name__ == "__main__":
 """
 
 
+@functools.cache
 def python_env(code_root: Path) -> dict[str, str]:
-    """The environment that makes ``import render`` etc. load the code under ``code_root``."""
-    return {**os.environ, "PYTHONPATH": str(code_root)}
+    """The environment that runs the code under ``code_root`` as ``ident3d``: its import root of links first on
+    PYTHONPATH (``goldens.import_root``; the installed checkout's editable hook would win otherwise)."""
+    root = import_root(code_root.resolve(), Path(tempfile.mkdtemp(prefix="render_bench_")))
+    return {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": str(root)}
 
 
 def packages(code_root: Path) -> str:

@@ -139,7 +139,7 @@ def score(images: np.ndarray, reference: np.ndarray) -> dict[str, float]:
 def write_rows(path: Path, n: int, seed: int) -> None:
     """The fixed rows: the first ``n`` latents, classes and Cycles seeds of the scene's SCM sampled with ``seed``."""
     from ident3d.causal import load_scm
-    from ident3d.render.driver import cycles_seeds
+    from ident3d.render.worker import cycles_seeds
 
     s = load_scm(SCENE).sample(n, seed=seed)
     np.savez(path, latents=s.latents, classes=s.classes, seeds=cycles_seeds(seed, s.index))

@@ -88,9 +88,9 @@ def profile_resolution(res: int, n: int, reps: int) -> dict[str, dict[str, float
     from ident3d.jobs.cluster import cpu_cores
     from ident3d.render.api import plan_render
     from ident3d.render.blender import build_renderer, quiet_stdout
-    from ident3d.render.driver import cycles_seeds
     from ident3d.render.scene import pose
     from ident3d.render.settings import render_settings
+    from ident3d.render.worker import cycles_seeds
     from ident3d.store.zarr_io import ChunkData, prepare, write_chunk
 
     renderer = build_renderer("causal3dident", render_settings("fast", resolution=res).to_dict(), threads=cpu_cores())
@@ -188,8 +188,8 @@ def sequence_lengths(res: int, n: int, lengths: list[int]) -> dict[str, float]:
     import ident3d.render.blender as rb
     from ident3d.causal import load_scm
     from ident3d.jobs.cluster import cpu_cores
-    from ident3d.render.driver import cycles_seeds
     from ident3d.render.settings import render_settings
+    from ident3d.render.worker import cycles_seeds
 
     renderer = rb.build_renderer("causal3dident", render_settings("fast", resolution=res).to_dict(),
                                  threads=cpu_cores())

@@ -40,7 +40,8 @@ def build(cfg: dict[str, Any], row: dict[str, Any], variant: str) -> tuple[Calla
     """A row's step function under ``variant`` (a fresh run, the engine's components), its steps and batch."""
     from ident3d.training.synthetic.run import build_synthetic_run, train_config
 
-    tc = train_config(cfg, row, seed=0, steps=None, device="cpu")
+    tc = train_config({**(cfg.get("train") or {}), **(row.get("train") or {})}, row["source"], row.get("hp") or {},
+                      seed=0, steps=None, device="cpu")
     run = build_synthetic_run(tc, device="cpu")
     obj = run.objective
     forward: Callable[..., dict[str, torch.Tensor]] = obj

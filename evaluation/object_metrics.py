@@ -41,6 +41,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import adjusted_rand_score, r2_score
 
 from ident3d.causal.errors import UserError
+from ident3d.store.masks import slot_pixels
 
 READOUTS = ("linear", "mlp")  # the SIS / slot_r2 readouts
 BLOCK_READOUTS = ("linear", "tree")  # the block-MCC readouts
@@ -107,7 +108,7 @@ def match_by_masks(true_masks: np.ndarray, pred_masks: np.ndarray, n_objects: in
     true_masks, pred_masks = np.asarray(true_masks), _hard(pred_masks)
     if n_slots < n_objects:
         raise UserError(f"need n_slots >= n_objects, got {n_slots} < {n_objects}")
-    obj = true_masks[:, None] == np.arange(1, n_objects + 1)[None, :, None, None]  # (N, K, H, W)
+    obj = slot_pixels(true_masks, n_objects)  # (N, K, H, W)
     slot = pred_masks[:, None] == np.arange(n_slots)[None, :, None, None]  # (N, S, H, W)
     inter = np.einsum("nkhw,nshw->nks", obj, slot, dtype=float)
     union = obj.sum((2, 3))[:, :, None] + slot.sum((2, 3))[:, None, :] - inter

@@ -25,6 +25,7 @@ import numpy as np
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.metric_base import Metric, ScoringData, register_metric
+from ident3d.store.masks import all_present
 from ident3d.store.zarr_io import store_group
 
 
@@ -202,7 +203,7 @@ class BlockMcc(ObjectMetric):
         from ident3d.evaluation.object_metrics import block_mcc
 
         d = object_data(data)
-        rows = np.flatnonzero(d.present.all(axis=1))
+        rows = np.flatnonzero(all_present(d.present))
         if len(rows) < 10:
             raise UserError(f"needs at least 10 images with every object present, got {len(rows)}")
         n, s, width = d.slots[rows].shape

@@ -8,13 +8,16 @@ every Dask worker that unpickles a task) does not pay for torch or Blender::
 
     import ident3d
     ident3d.render_store("stores/c3d.zarr", scene="causal3dident", n=1000, views="hues:hues")
+
+A source checkout runs through its editable install (``pip install -e .``), which maps each of those folders to its
+name and nothing else: the checkout's other folders (``benchmarks/``, ``tests/``) are not ``ident3d.benchmarks`` or
+``ident3d.tests``.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
 
 try:
@@ -23,11 +26,6 @@ except PackageNotFoundError:  # a source tree that was not installed
     __version__ = "0+unknown"
 
 SUBPACKAGES = ("causal", "store", "jobs", "render", "ingest", "training", "evaluation", "pipelines")
-_CHECKOUT = Path(__file__).resolve().parent.parent
-if all((_CHECKOUT / name / "__init__.py").is_file() for name in SUBPACKAGES):
-    # a source checkout (its folders beside this one): ident3d.render is its render/ folder, so a checkout on
-    # PYTHONPATH runs as itself even where another one is installed (benchmarks/goldens.py compares two that way)
-    __path__.append(str(_CHECKOUT))
 # public name -> the module that defines it
 PUBLIC = {
     "render_store": "ident3d.render.api",

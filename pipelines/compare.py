@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -28,12 +28,10 @@ from ident3d.pipelines.cells import (
     write_marker,
 )
 from ident3d.pipelines.experiment import (
+    MIN_EVAL_ROWS,
     ExperimentKind,
     cell_dir,
-    check_eval,
     check_kind,
-    check_metrics,
-    check_seeds,
     run_experiment,
     write_tables,
 )
@@ -41,194 +39,189 @@ from ident3d.pipelines.files import check_output_dir, read_yaml_config
 from ident3d.pipelines.overrides import add_set_flag
 from ident3d.pipelines.results_table import Format, ResultsTable, Stat, heatmap, plain_format, tabulate, write_csv
 from ident3d.pipelines.results_table import markdown as results_markdown
+from ident3d.pipelines.store_specs import Store, check_dataset_rows
+from ident3d.training.config import TrainConfig
+from ident3d.training.hparams import ConfigError, NonBlank, PartialOf, Range, parse_config
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
-TOP_KEYS = {"kind", "name", "scene", "stores", "train", "seeds", "evaluate", "metrics", "rows", "da_style", "ceiling",
-            "latent_columns"}
 KIND = "compare"
-ROW_KEYS = {"name", "views", "paper", "train"}
-EVAL_DEFAULTS = {"fit": 10240, "score": 20480, "kernel": True}  # test-store rows to fit and score the probes on
+EvalRows = Annotated[int, Range(ge=MIN_EVAL_ROWS)]  # test-store rows: fewer cannot be cross-validated or scored
+Text = Annotated[str, NonBlank()]
+# a train section: TrainConfig's settings (those a grid does not fill in itself) and the objective's hp; a row's
+# own train section overrides it key by key (its hp replaces the section's)
+TrainSection = Annotated[dict[str, Any], PartialOf(TrainConfig, frozenset(
+    {"data", "views", "seed", "objective_args", "normalize"}), (("hp", dict[str, Any]),))]
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """Test-store rows to fit and score the probes on, and whether a kernel ridge probe is fitted beside."""
+
+    fit: EvalRows = 10240
+    score: EvalRows = 20480
+    kernel: bool = True
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the grid: its view maker (``ident3d train --views``), paper 000's numbers for it, and training
+    settings of its own over the config's."""
+
+    name: Text
+    views: str
+    paper: tuple[float, ...] | None = None
+    train: TrainSection = field(default_factory=dict)
+
+
 # the row `ceiling: true` (the default) adds: the same encoder, data and budget trained on the labels
-CEILING_ROW = {"name": CEILING_NAME, "views": "labels", "train": {"objective": "supervised", "hp": {}}}
+CEILING_ROW = Row(name=CEILING_NAME, views="labels", train={"objective": "supervised", "hp": {}})
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CompareConfig:
+    """A compare config: the stores (train, test and further test stores), the train section, the rows (view
+    makers) and seeds, the evaluation and metrics, and the table's options (``docs/experiments.md``)."""
+
+    stores: dict[str, Store]
+    train: TrainSection
+    rows: tuple[Row, ...]
+    kind: str | None = None
+    name: Text | None = None
+    scene: Text | None = None
+    seeds: tuple[Annotated[int, Range(ge=0)], ...] = (0,)
+    evaluate: Evaluate = Evaluate()
+    metrics: tuple[str, ...] | None = None
+    da_style: Any = None
+    ceiling: bool = True
+    latent_columns: bool = True
+
+    def __post_init__(self) -> None:
+        """The rules across fields (each problem one line at its key path)."""
+        if not self.rows:
+            raise ConfigError("rows", "must be a non-empty list of {name, views, paper}")
+        names = [row.name for row in self.rows]
+        if dup := next((i for i, n in enumerate(names) if n in names[:i]), None):
+            raise ConfigError(f"rows[{dup}].name", f"{names[dup]!r} is used twice")
+        if not self.seeds:
+            raise ConfigError("seeds", "must be a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]")
+        for key in ("train", "test"):
+            if key not in self.stores:
+                raise ConfigError(f"stores.{key}", "is missing; give n, resolution and samples (or a dataset: "
+                                                   "{dataset: mnist5k, split: train})")
+        for key, spec in self.stores.items():
+            if not key.isidentifier():
+                raise ConfigError("stores", f"key {key!r} must be a plain name (letters, digits, _), e.g. ood")
+            check_dataset_rows(spec, key)
+        if self.metrics is not None:
+            from ident3d.evaluation.metric_suite import parse_metrics
+
+            if not self.metrics:
+                raise ConfigError("metrics", "must be a list of metric names, e.g. [dci, mig], got []")
+            parse_metrics(list(self.metrics), "metrics")
+        if extra_test_stores(self) and not self.metrics:
+            raise ConfigError(f"stores.{extra_test_stores(self)[0]}", "is scored by the config's metrics; add "
+                                                                      "metrics: [...] or drop the store")
+        if not self.latent_columns and not self.metrics:
+            raise ConfigError("latent_columns", "false leaves the table only the metrics' columns; name some under "
+                                                "metrics (e.g. metrics: [probe])")
+        from ident3d.evaluation.report import check_da_style
+
+        check_da_style(self.da_style, "da_style")  # names are checked against the SCM once rendered
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> CompareConfig:
     """Read and check a compare config (with ``--set`` ``overrides``); every row's view maker is validated before
     anything runs."""
     return check_config(read_yaml_config(path, "configs/da_vs_lt_small.yaml", overrides), str(path))
 
 
-def check_config(cfg: Any, where: str) -> dict[str, Any]:
-    """Validate the whole config before anything renders or trains: every section's keys and types, the stores,
-    each row (views, train overrides) and the evaluation; one line naming the file and the key."""
+def check_config(raw: Any, where: str) -> CompareConfig:
+    """Parse the whole config into its types (``ident3d.training.hparams.parse``: one line naming the file and the
+    key path), then check what needs the registries and the renderer before anything renders or trains: each row's
+    view maker and the stored views it reads, each train section's encoder and objective, and the stores."""
     from ident3d.training.views import Normalize, make_view_maker
 
-    check_kind(cfg, KIND, where)
-    if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"stores", "train", "rows"} <= set(cfg):
-        raise UserError(f"config {where}: needs stores, train and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
-    for key in ("name", "scene"):
-        if key in cfg and (not isinstance(cfg[key], str) or not cfg[key].strip()):
-            raise UserError(f"config {where}: {key} must be text, got {cfg[key]!r}")
-    check_metrics(cfg, where)
-    check_stores(cfg, where)
-    eval_settings(cfg, f"config {where}")
-    check_rows(cfg, where)
-    for key in ("ceiling", "latent_columns"):
-        if not isinstance(cfg.get(key, True), bool):
-            raise UserError(f"config {where}: {key} must be true or false, got {cfg[key]!r}")
-    if cfg.get("latent_columns") is False and not cfg.get("metrics"):
-        raise UserError(f"config {where}: latent_columns: false leaves the table only the metrics' columns; "
-                        "name some under metrics (e.g. metrics: [probe])")
-    if cfg.get("ceiling", True) and ceiling_name(cfg) is None:
-        cfg = {**cfg, "rows": [*cfg["rows"], CEILING_ROW]}
-    stored = {v.split(":")[0] for v in str(cfg["stores"]["train"].get("views", "")).split(",") if v}
-    for row in cfg["rows"]:
+    check_kind(raw, KIND, where)
+    cfg = parse_config(CompareConfig, raw, f"config {where}")
+    if cfg.ceiling and ceiling_name(cfg) is None:
+        cfg = replace(cfg, rows=(*cfg.rows, CEILING_ROW))
+    train = cfg.stores["train"]
+    stored = {v.split(":")[0] for v in str(getattr(train, "views", None) or "").split(",") if v}
+    for i, row in enumerate(cfg.rows):
         try:
-            maker = make_view_maker(str(row.get("views", "")), Normalize((0.0,) * 3, (1.0,) * 3))
+            maker = make_view_maker(row.views, Normalize((0.0,) * 3, (1.0,) * 3))
         except UserError as exc:
-            raise UserError(f"config {where}: row {row.get('name')!r}: {exc}") from None
+            raise UserError(f"config {where}: rows[{i}].views ({row.name}): {exc}") from None
         for view in (k.split("/")[1] for k in maker.requires if k.startswith("views/")):
             if view not in stored:
-                raise UserError(f"config {where}: row {row.get('name')!r} needs the stored view {view!r}; add it "
-                                "to stores.train.views")
-    from ident3d.evaluation.report import check_da_style
-
-    check_da_style(cfg.get("da_style"), f"config {where}")  # names are checked against the SCM once rendered
-    check_stores(cfg, where)
+                raise UserError(f"config {where}: rows[{i}].views ({row.name}) needs the stored view {view!r}; add "
+                                "it to stores.train.views")
     check_train(cfg, where)
     plan_stores(cfg, f"config {where}")
     return cfg
 
 
-def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
+def plan(cfg: CompareConfig, out: Path) -> list[tuple[str, int, Path]]:
     """Every cell of a checked config as (row, seed, folder), the ceiling row included: what --dry-run lists."""
-    return [(row["name"], s, cell_dir(out, row["name"], s)) for row in cfg["rows"] for s in cfg.get("seeds", [0])]
+    return [(row.name, s, cell_dir(out, row.name, s)) for row in cfg.rows for s in cfg.seeds]
 
 
-def store_keys(cfg: dict[str, Any]) -> list[str]:
+def store_keys(cfg: CompareConfig) -> list[str]:
     """The config's stores: train, test, then any further test stores (e.g. ``ood``: a compositional split's unseen
     combinations), each cell scored on every test store."""
-    extra = [k for k in cfg["stores"] if k not in ("train", "test")] if isinstance(cfg["stores"], dict) else []
-    return ["train", "test", *extra]
+    return ["train", "test", *(k for k in cfg.stores if k not in ("train", "test"))]
 
 
-def extra_test_stores(cfg: dict[str, Any]) -> list[str]:
+def extra_test_stores(cfg: CompareConfig) -> list[str]:
     """The further test stores (beyond ``test``): their metrics' columns are prefixed ``KEY:``."""
     return store_keys(cfg)[2:]
 
 
-def check_stores(cfg: dict[str, Any], where: str) -> None:
-    """Each store spec (``ident3d.pipelines.store_specs``) has only known keys and valid values, checked before
-    anything renders; ``plan_stores`` then checks rendered ones with the renderer. A further test store's key is a
-    plain name (it prefixes columns) and needs the config's metrics (only they are scored on it)."""
-    from ident3d.pipelines.store_specs import check_spec
-
-    for key in store_keys(cfg):
-        if not (isinstance(key, str) and key.isidentifier()):
-            raise UserError(f"config {where}: stores key {key!r} must be a plain name (letters, digits, _), e.g. ood")
-        check_spec(cfg["stores"].get(key) if isinstance(cfg["stores"], dict) else None, key, where)
-    if extra_test_stores(cfg) and not cfg.get("metrics"):
-        raise UserError(f"config {where}: stores.{extra_test_stores(cfg)[0]} is scored by the config's metrics; "
-                        "add metrics: [...] or drop the store")
-
-
-def check_rows(cfg: dict[str, Any], where: str) -> None:
-    """rows: a non-empty list of {name, views, paper, train} with unique names, views text and paper numbers."""
-    rows = cfg["rows"]
-    if not isinstance(rows, list) or not rows:
-        raise UserError(f"config {where}: rows must be a non-empty list of {{name, views, paper}}")
-    names = set()
-    for i, row in enumerate(rows):
-        head = f"config {where}: rows[{i}]"
-        if not isinstance(row, dict) or set(row) - ROW_KEYS or not {"name", "views"} <= set(row):
-            raise UserError(f"{head}: needs name and views (allowed keys: {', '.join(sorted(ROW_KEYS))})")
-        if not isinstance(row["name"], str) or not row["name"].strip() or row["name"] in names:
-            raise UserError(f"{head}.name must be text used once, got {row['name']!r}")
-        names.add(row["name"])
-        if not isinstance(row["views"], str):
-            raise UserError(f"{head} ({row['name']}): views must be text, e.g. colour, got {row['views']!r}")
-        paper = row.get("paper")
-        if paper is not None and (not isinstance(paper, list) or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) for v in paper)):
-            raise UserError(f"{head} ({row['name']}): paper must be a list of numbers (paper 000's row), got {paper!r}")
-
-
-def ceiling_name(cfg: dict[str, Any]) -> str | None:
+def ceiling_name(cfg: CompareConfig) -> str | None:
     """The name of the row trained with the supervised objective (the ceiling), if the grid has one."""
-    section = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
-    for row in cfg["rows"]:
-        own = row.get("train") if isinstance(row.get("train"), dict) else {}
-        if {**section, **own}.get("objective") == "supervised":
-            return row["name"]
-    return None
+    return next((row.name for row in cfg.rows if row_train(cfg, row).get("objective") == "supervised"), None)
 
 
-def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
-    """The config's evaluation settings with defaults filled in, checked (``head`` starts an error's line)."""
-    return check_eval(cfg, EVAL_DEFAULTS, "test-store rows", head)
-
-
-def row_train(cfg: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+def row_train(cfg: CompareConfig, row: Row) -> dict[str, Any]:
     """A row's training settings: the config's train section with the row's own ``train`` on top (e.g. another
     objective and encoder for a generative row; a row's ``hp`` replaces the section's)."""
-    return {**cfg["train"], **(row.get("train") or {})}
+    return {**cfg.train, **row.train}
 
 
-def check_train(cfg: dict[str, Any], where: str) -> None:
-    """``check_train_section`` for the config's train section as every row sees it (rows may override it)."""
-    if not isinstance(cfg["train"], dict):
-        raise UserError(f"config {where}: train must be a mapping of training settings (objective, encoder, ...)")
-    seen = set()
-    for row in cfg["rows"]:
-        own = row.get("train") or {}
-        if not isinstance(own, dict):
-            raise UserError(f"config {where}: row {row.get('name')!r}: train must be a mapping, e.g. "
-                            "train: {objective: simvae, encoder: resnet_vae}")
-        merged = row_train(cfg, row)
-        key = json.dumps(merged, sort_keys=True, default=str)
-        if key not in seen:
-            seen.add(key)
-            check_train_section({**cfg, "train": merged}, f"{where} (row {row.get('name')!r})" if own else where)
-
-
-def check_train_section(cfg: dict[str, Any], where: str) -> None:
-    """Validate the train: section before rendering: build its TrainConfig and, once, its encoder and objective
-    (names, hp keys and values, numbers), each row's view count against the objective, the batch vs store size
-    and the seeds; rendering the stores takes minutes, a typo here should not wait for it."""
+def check_train(cfg: CompareConfig, where: str) -> None:
+    """Build each distinct train section the rows see (rows may override it) once, before rendering: its encoder
+    and objective (names, hp keys and values), each row's view count against the objective, the batch vs store
+    size; rendering the stores takes minutes, a typo here should not wait for it."""
     from ident3d.pipelines.store_specs import image_size, store_size
     from ident3d.training.objectives import OBJECTIVES
     from ident3d.training.parts import check_components, check_numbers
-    from ident3d.training.trainer import TrainConfig
 
-    train, head = cfg["train"], f"config {where}"
-    if not isinstance(train, dict):
-        raise UserError(f"{head}: train must be a mapping of training settings (objective, encoder, steps, ...)")
-    args = {k: v for k, v in train.items() if k != "hp"}
-    allowed = sorted({f.name for f in fields(TrainConfig)} - {"data", "views", "seed", "objective_args", "normalize"})
-    unknown = [k for k in args if k not in allowed]
-    if unknown:
-        raise UserError(f"{head}: train has no setting {unknown[0]!r}; allowed: hp, {', '.join(allowed)}")
-    if not isinstance(train.get("hp") or {}, dict):
-        raise UserError(f"{head}: train.hp must be a mapping, e.g. hp: {{tau: 1.0}}")
-    tc = TrainConfig(data="-", views="none", objective_args=dict(train.get("hp") or {}), **args)
-    check_numbers(tc, flag=lambda key: f"{head}: train.{key}")
-    try:
-        # the model's parameters here; a step's memory where the cell trains (a farm's worker, a GPU), at its start
-        check_components(tc, image_size=image_size(cfg["stores"]["train"]), steps_memory=False)
-    except UserError as exc:
-        raise UserError(f"{head}: train: {exc}") from None
-    need = OBJECTIVES.get(tc.objective).n_views
-    n = store_size(cfg["stores"]["train"])
-    if tc.batch_size > n:
-        raise UserError(f"{head}: train.batch_size {tc.batch_size} is larger than the {n} images of stores.train; "
-                        "lower the batch or render more")
-    if need != 2 and OBJECTIVES.get(tc.objective).view_maker is None:  # every image view maker makes two views
-        raise UserError(f"{head}: objective {tc.objective} needs {need} views; the rows' view makers make 2")
-    check_seeds(cfg.get("seeds", [0]), head)
+    seen = set()
+    for i, row in enumerate(cfg.rows):
+        train = row_train(cfg, row)
+        if (key := json.dumps(train, sort_keys=True, default=str)) in seen:
+            continue
+        seen.add(key)
+        head = f"config {where}: " + (f"rows[{i}].train ({row.name})" if row.train else "train")
+        tc = cell_config(cfg, row, seed=0)
+        check_numbers(tc, flag=lambda k, head=head: f"{head}.{k}")
+        try:
+            # the model's parameters here; a step's memory where the cell trains (a farm's worker, a GPU), at its start
+            check_components(tc, image_size=image_size(cfg.stores["train"]), steps_memory=False)
+        except UserError as exc:
+            raise UserError(f"{head}: {exc}") from None
+        n = store_size(cfg.stores["train"])
+        if tc.batch_size > n:
+            raise UserError(f"{head}.batch_size: {tc.batch_size} is larger than the {n} images of stores.train; "
+                            "lower the batch or render more")
+        objective = OBJECTIVES.get(tc.objective)
+        if objective.n_views != 2 and objective.view_maker is None:  # every image view maker makes two views
+            raise UserError(f"{head}: objective {tc.objective} needs {objective.n_views} views; the rows' view "
+                            "makers make 2")
 
 
-def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
+def plan_stores(cfg: CompareConfig, head: str = "config") -> dict[str, str]:
     """Check every store (rendered ones with the renderer) before any is made, and that each store gives what the
     rows' view makers (train store) and the metrics (test stores) declare they need (nothing is written; ``head``
     starts an error's line); returns each store's fingerprint digest (what a cell's key records of its data)."""
@@ -236,12 +229,12 @@ def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
     from ident3d.pipelines.store_specs import DATA_WORDS, plan_store
     from ident3d.training.views import Normalize, make_view_maker
 
-    planned = {key: plan_store(cfg["stores"][key], key, cfg.get("scene"), head) for key in store_keys(cfg)}
+    planned = {key: plan_store(cfg.stores[key], key, cfg.scene, head) for key in store_keys(cfg)}
     blank = Normalize((0.0,) * 3, (1.0,) * 3)
-    needs = [(f"row {row['name']!r} (views {row['views']})", ["train"],
-              make_view_maker(str(row["views"]), blank).data_needs, "the row's views") for row in cfg["rows"]]
+    needs = [(f"row {row.name!r} (views {row.views})", ["train"], make_view_maker(row.views, blank).data_needs,
+              "the row's views") for row in cfg.rows]
     needs += [(f"metric {name}", store_keys(cfg)[1:], METRICS.get(name).data_needs, "the metric")
-              for name in cfg.get("metrics") or ()]
+              for name in cfg.metrics or ()]
     for who, keys, wants, other in needs:
         for key in keys:
             if missing := sorted(wants - planned[key].provides):
@@ -250,22 +243,23 @@ def plan_stores(cfg: dict[str, Any], head: str = "config") -> dict[str, str]:
     return {key: p.digest for key, p in planned.items()}
 
 
-def cell_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, train_store: str = "-") -> Any:
+def cell_config(cfg: CompareConfig, row: Row, seed: int, train_store: str = "-") -> TrainConfig:
     """The TrainConfig of one (view maker, seed) cell."""
-    from ident3d.training.trainer import TrainConfig
+    return train_config(row_train(cfg, row), row.views, seed, train_store)
 
-    train = row_train(cfg, row)
+
+def train_config(train: dict[str, Any], views: str, seed: int, train_store: str = "-") -> TrainConfig:
+    """The TrainConfig of a train section (its ``hp`` the objective's arguments) for ``views`` and ``seed``."""
     args = {k: v for k, v in train.items() if k != "hp"}
-    return TrainConfig(data=train_store, views=row["views"], seed=seed, objective_args=dict(train.get("hp") or {}),
-                       **args)
+    return TrainConfig(data=train_store, views=views, seed=seed, objective_args=dict(train.get("hp") or {}), **args)
 
 
-def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, stores: dict[str, str]) -> dict[str, Any]:
+def cell_settings(cfg: CompareConfig, row: Row, seed: int, stores: dict[str, str]) -> dict[str, Any]:
     """Everything that shapes a cell's report, resolved (``ident3d.pipelines.cells``): its trainer config, the stores'
     fingerprints (not their paths: a moved output keeps its cells), the evaluation and the DA style map."""
     settings = {"train": run_settings(cell_config(cfg, row, seed), drop=("data", "normalize")), "stores": stores,
-                "evaluate": eval_settings(cfg), "da_style": cfg.get("da_style")}
-    return {**settings, "metrics": cfg["metrics"]} if cfg.get("metrics") else settings
+                "evaluate": asdict(cfg.evaluate), "da_style": cfg.da_style}
+    return {**settings, "metrics": list(cfg.metrics)} if cfg.metrics else settings
 
 
 def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
@@ -288,7 +282,7 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
     if scored(done, scoring):
         return done
     cell.mkdir(parents=True, exist_ok=True)
-    cfg = cell_config({"train": train}, {"views": views}, seed, train_store)
+    cfg = train_config(train, views, seed, train_store)
     run_dir = RunDir(cell)
     resume = run_dir.start(cfg, resume=run_dir.config_path.exists())  # the saved run must be this cell's
     try:
@@ -296,7 +290,7 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
             say=(lambda text: print(text, flush=True)) if progress else None)
     except TrainingDiverged as exc:  # the one divergence policy (as in synthetic): report the cell, go on
         return {"diverged": str(exc).split(";")[0]}
-    ev = {**EVAL_DEFAULTS, **evaluate}
+    ev = asdict(Evaluate(**evaluate))
     rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style,
                        metrics=metrics)
     if also:
@@ -343,27 +337,27 @@ def table_columns(reports: dict[tuple[str, int], dict[str, Any]], layer: str) ->
     return cols
 
 
-def aggregate(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]], layer: str,
+def aggregate(cfg: CompareConfig, reports: dict[tuple[str, int], dict[str, Any]], layer: str,
               diverged: dict[tuple[str, int], str] | None = None) -> ResultsTable:
     """The grid's results table (``ident3d.pipelines.results_table``): rows in the config's order, the reports'
     columns (with ``latent_columns: false`` the metrics' only: a dataset store's labels are no latents to score)."""
     cols = table_columns(reports, layer)
-    if cfg.get("latent_columns") is False:
+    if not cfg.latent_columns:
         cols = [c for c in cols if c in metric_columns(cfg)]
-    return tabulate(cfg.get("name", "compare"), [row["name"] for row in cfg["rows"]], cfg.get("seeds", [0]),
+    return tabulate(cfg.name or "compare", [row.name for row in cfg.rows], list(cfg.seeds),
                     {key: cell_values(rep, layer) for key, rep in reports.items()}, cols, diverged)
 
 
-def metric_columns(cfg: dict[str, Any]) -> frozenset[str]:
+def metric_columns(cfg: CompareConfig) -> frozenset[str]:
     """The table columns the config's ``metrics`` add (``NAME/COLUMN``, and ``KEY:NAME/COLUMN`` for each further test
     store): not R^2s, and not paper 000's."""
     from ident3d.evaluation.metric_suite import columns
 
-    cols = columns(cfg.get("metrics") or [])
+    cols = columns(list(cfg.metrics or ()))
     return frozenset([*cols, *(f"{key}:{c}" for key in extra_test_stores(cfg) for c in cols)])
 
 
-def without_metrics(cfg: dict[str, Any], table: dict[str, Any]) -> dict[str, Any]:
+def without_metrics(cfg: CompareConfig, table: dict[str, Any]) -> dict[str, Any]:
     """The aggregated table with the latents' columns only (the ceiling's fractions and the paper's side-by-side)."""
     extra = metric_columns(cfg)
     return {name: {c: v for c, v in row.items() if c not in extra} for name, row in table.items()}
@@ -400,7 +394,7 @@ def markdown_table(table: ResultsTable, plain: frozenset[str] = frozenset()) -> 
     return results_markdown(table, r2_format(plain), first="views generated by", note=marks)
 
 
-def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
+def side_by_side(cfg: CompareConfig, table: dict[str, Any]) -> str:
     """Our means next to paper 000's (a row's ``paper`` list), only when the columns are the paper's."""
     from ident3d.evaluation.report import PAPER_COLUMNS, is_paper_layout
 
@@ -411,16 +405,16 @@ def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
     head = "| views generated by | " + " | ".join(cols) + " |"
     lines = [head, "|---" * (len(cols) + 1) + "|"]
     top = table.get(ceiling_name(cfg) or "")
-    for row in cfg["rows"]:
-        if row["name"] not in table:
+    for row in cfg.rows:
+        if row.name not in table:
             continue
-        ours = table[row["name"]]
+        ours = table[row.name]
         if ours is top:
-            lines.append(f"| {row['name']} | " + " | ".join(f"{ours[c][0]:.2f}" for c in cols) + " |")
+            lines.append(f"| {row.name} | " + " | ".join(f"{ours[c][0]:.2f}" for c in cols) + " |")
             continue
-        paper = row.get("paper") or []
+        paper = row.paper or []
         paper = paper if len(paper) == len(cols) else [np.nan] * len(cols)
-        lines.append(f"| {row['name']} | " + " | ".join(
+        lines.append(f"| {row.name} | " + " | ".join(
             f"{ours[c][0]:.2f} / {p:.2f} {verdict(ours[c][0], p, top[c][0]) if top else ''}".rstrip()
             for c, p in zip(cols, paper, strict=True)) + " |")
     note = "ours / paper 000 (means; nan: the row gives no paper values for these columns)"
@@ -431,13 +425,13 @@ def side_by_side(cfg: dict[str, Any], table: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\n" + note
 
 
-def _check_da_style_names(cfg: dict[str, Any], test_store: str) -> None:
+def _check_da_style_names(cfg: CompareConfig, test_store: str) -> None:
     """Fail before any training when the config's ``da_style`` names latents the store's SCM lacks."""
     from ident3d.evaluation.report import check_da_style_names
     from ident3d.store.info import store_info
 
-    if cfg.get("da_style"):
-        check_da_style_names(cfg["da_style"], store_info(test_store, allow_partial=True).scm, "config da_style")
+    if cfg.da_style:
+        check_da_style_names(cfg.da_style, store_info(test_store, allow_partial=True).scm, "config da_style")
 
 
 @dataclass
@@ -451,33 +445,32 @@ class Compare(ExperimentKind):
                          "compare.json"})
     layer: str = "output"
 
-    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+    def cells(self, cfg: CompareConfig, out: Path, workers: int, scheduler: str | None,
               progress: bool) -> list[Cell]:
         where = out.expanduser().resolve()  # what cells record: config.json names its store by an absolute path
         stores = {k: where / "stores" / f"{k}.zarr" for k in store_keys(cfg)}
         from ident3d.pipelines.store_specs import make_store
 
         digests = plan_stores(cfg)
-        scene = cfg.get("scene")
         for key, path in stores.items():
-            make_store(cfg["stores"][key], key, scene, path, scheduler, progress)
+            make_store(cfg.stores[key], key, cfg.scene, path, scheduler, progress)
         _check_da_style_names(cfg, str(stores["test"]))
         cells = []
-        for row in cfg["rows"]:
-            for s in cfg.get("seeds", [0]):
-                cell = cell_dir(where, row["name"], s)
+        for row in cfg.rows:
+            for s in cfg.seeds:
+                cell = cell_dir(where, row.name, s)
                 before = cell.parent / f"seed{s}"  # the cell's folder before every kind's were seed_N: kept
                 if before.is_dir() and not cell.exists():
                     before.rename(cell)
                 settings = cell_settings(cfg, row, s, digests)
                 claim_cell(cell, settings)
-                cells.append(Cell((row["name"], s), run_cell, (
-                    str(stores["train"]), str(stores["test"]), str(cell), row["views"], s, row_train(cfg, row),
-                    cfg.get("evaluate") or {}, cfg.get("da_style"), tuple(cfg.get("metrics") or ()),
+                cells.append(Cell((row.name, s), run_cell, (
+                    str(stores["train"]), str(stores["test"]), str(cell), row.views, s, row_train(cfg, row),
+                    asdict(cfg.evaluate), cfg.da_style, tuple(cfg.metrics or ()),
                     {k: str(stores[k]) for k in extra_test_stores(cfg)}, scoring_key(settings))))
         return cells
 
-    def tabulate(self, cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]],
+    def tabulate(self, cfg: CompareConfig, reports: dict[tuple[str, int], dict[str, Any]],
                  diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
         layer = self.layer
         if not reports:
@@ -486,7 +479,7 @@ class Compare(ExperimentKind):
                             + "); lower train.lr and run the command again")
         table = aggregate(cfg, reports, layer, diverged)
         means = table.means()
-        md = f"# {cfg.get('name', 'compare')} ({layer} layer)\n\n" + markdown_table(table, metric_columns(cfg))
+        md = f"# {cfg.name or 'compare'} ({layer} layer)\n\n" + markdown_table(table, metric_columns(cfg))
         summary: dict[str, Any] = {"layer": layer}
         latents = without_metrics(cfg, means)
         top = ceiling_name(cfg)
@@ -503,14 +496,14 @@ class Compare(ExperimentKind):
                                    "table.json": json.dumps(table.as_json(**summary), indent=2) + "\n",
                                    "table.csv": lambda p: write_csv(table, p)})
         files["table.png"] = out / "table.png"
-        heatmap(table, files["table.png"], f"{cfg.get('name', 'compare')}: {layer} layer, mean over seeds",
+        heatmap(table, files["table.png"], f"{cfg.name or 'compare'}: {layer} layer, mean over seeds",
                 "R^2 / accuracy")
         names = {"markdown": "table.md", "csv": "table.csv", "heatmap": "table.png", "paper": "vs_paper.md",
                  "json": "table.json"}
         return {"table": means, "markdown": md, "files": {k: str(files[v]) for k, v in names.items()}}
 
 
-def run_compare(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
+def run_compare(cfg: CompareConfig, out: Path, workers: int = 1, scheduler: str | None = None,
                 layer: str = "output", progress: bool = False, overwrite: bool = False,
                 overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The whole grid; returns {"table", "markdown", "files"}. ``progress``: say what renders and trains, with

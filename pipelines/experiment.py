@@ -30,13 +30,13 @@ class ExperimentKind(ABC):
     outputs: ClassVar[frozenset[str]]  # what its output folder holds (older outputs without a marker are these)
 
     @abstractmethod
-    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+    def cells(self, cfg: Any, out: Path, workers: int, scheduler: str | None,
               progress: bool) -> list[Cell]:
         """Prepare what the cells share (e.g. render the stores), claim every cell's folder for its settings
         (``ident3d.pipelines.cells.claim_cell``) and return the cells to run, each a call ``fn(*args, progress)``."""
 
     @abstractmethod
-    def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
+    def tabulate(self, cfg: Any, results: dict[tuple[str, int], dict[str, Any]],
                  diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
         """Write the tables of the finished cells (``diverged``: the cells left out, to be named) under ``out``."""
 
@@ -44,7 +44,7 @@ class ExperimentKind(ABC):
         return out / f"{self.name}.json"
 
 
-def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers: int = 1,
+def run_experiment(kind: ExperimentKind, cfg: Any, out: Path, workers: int = 1,
                    scheduler: str | None = None, progress: bool = False,
                    overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run (or resume) every cell of ``cfg`` and write its tables under ``out``: the one path of every experiment.
@@ -54,7 +54,7 @@ def run_experiment(kind: ExperimentKind, cfg: dict[str, Any], out: Path, workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise UserError(f"--workers must be a whole number >= 1, got {workers!r}")
     check_output_dir(out)
-    name = str(cfg.get("name") or kind.name)
+    name = str(cfg.name or kind.name)
     claim_output(kind, out, name, overrides)
     cells = kind.cells(cfg, out, workers, scheduler, progress)
     results = run_cells(cells, workers, scheduler, serial=lambda cell, i, n: _run_or_say_where(cell, progress, i, n),
@@ -121,11 +121,6 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def whole(x: Any) -> bool:
-    """A whole number (not a bool)."""
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def cell_dir(out: Path, row: str, seed: int) -> Path:
     """Where the cell of (row, seed) lives, for every kind: ``OUT/cells/ROW/seed_N`` (ROW: the row's name, slugged)."""
     return out / "cells" / slug(row) / f"seed_{seed}"
@@ -136,41 +131,6 @@ def check_kind(cfg: Mapping[str, Any], kind: str, where: str) -> None:
     if isinstance(cfg, Mapping) and cfg.get("kind", kind) != kind:
         raise UserError(f"config {where}: kind is {cfg['kind']!r}, not {kind}; run it with `ident3d experiment "
                         f"{where}`")
-
-
-def check_metrics(cfg: Mapping[str, Any], where: str) -> list[str]:
-    """A config's ``metrics``: registered metric names (``ident3d.evaluation.metric_suite``), scored in every cell."""
-    from ident3d.evaluation.metric_suite import parse_metrics
-
-    if "metrics" in cfg and (not isinstance(cfg["metrics"], list) or not cfg["metrics"]):
-        raise UserError(f"config {where}: metrics must be a list of metric names, e.g. [dci, mig], got "
-                        f"{cfg['metrics']!r}")
-    return parse_metrics(cfg.get("metrics"), f"config {where}: metrics")
-
-
-def check_seeds(seeds: Any, head: str) -> list[int]:
-    """A non-empty list of whole numbers >= 0, or one line starting with ``head``."""
-    if not isinstance(seeds, list) or not seeds or not all(whole(s) and s >= 0 for s in seeds):
-        raise UserError(f"{head}: seeds must be a list of whole numbers >= 0, e.g. [0, 1, 2], got {seeds!r}")
-    return seeds
-
-
-def check_eval(cfg: Mapping[str, Any], defaults: Mapping[str, Any], rows_are: str,
-                  head: str = "config") -> dict[str, Any]:
-    """The config's ``evaluate`` section with ``defaults`` filled in, checked: a whole-number setting counts rows
-    (``rows_are`` says which) and needs at least ``MIN_EVAL_ROWS``, a true/false one must be a bool."""
-    ev = cfg.get("evaluate") or {}
-    if not isinstance(ev, dict) or set(ev) - set(defaults):
-        raise UserError(f"{head}: evaluate takes {', '.join(sorted(defaults))}, got {ev!r}")
-    out = {**defaults, **ev}
-    for key, default in defaults.items():
-        if isinstance(default, bool):
-            if not isinstance(out[key], bool):
-                raise UserError(f"{head}: evaluate.{key} must be true or false, got {out[key]!r}")
-        elif not whole(out[key]) or out[key] < MIN_EVAL_ROWS:
-            raise UserError(f"{head}: evaluate.{key} must be a whole number >= {MIN_EVAL_ROWS} ({rows_are}), "
-                            f"got {out[key]!r}")
-    return out
 
 
 def write_tables(out: Path, files: Mapping[str, str | Callable[[Path], object]]) -> dict[str, Path]:

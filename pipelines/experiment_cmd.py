@@ -30,9 +30,9 @@ def kind_of(path: str | Path) -> tuple[str, ModuleType]:
     return kind, importlib.import_module(f"ident3d.pipelines.{kind}")
 
 
-def default_out(kind: str, cfg: dict[str, Any]) -> Path:
-    """Where an experiment goes without --out: runs/KIND/NAME."""
-    return Path("runs") / kind / slug(str(cfg.get("name") or kind))
+def default_out(kind: str, name: Any) -> Path:
+    """Where an experiment goes without --out: runs/KIND/NAME (the config's ``name``)."""
+    return Path("runs") / kind / slug(str(name or kind))
 
 
 def dry_run(path: str | Path, out: str | Path | None = None, overrides: Sequence[str] = ()) -> str:
@@ -43,9 +43,9 @@ def dry_run(path: str | Path, out: str | Path | None = None, overrides: Sequence
         check_output_dir(out)
     missing: list[str] = []  # a synthetic source's dataset that is not here: said, not refused
     cfg = module.load_config(path, missing, overrides) if kind == "synthetic" else module.load_config(path, overrides)
-    where = Path(out) if out else default_out(kind, cfg)
+    where = Path(out) if out else default_out(kind, cfg.name)
     cells = module.plan(cfg, where)
-    lines = [f"config {path}: ok; kind {kind}, experiment {cfg.get('name') or kind!r}, {len(cells)} cells -> {where}"]
+    lines = [f"config {path}: ok; kind {kind}, experiment {cfg.name or kind!r}, {len(cells)} cells -> {where}"]
     lines += [f"  {row}, seed {seed}: {folder}" for row, seed, folder in cells]
     lines += [f"note: running it needs data that are not here: {text}" for text in missing]
     return "\n".join(lines)
@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, flag):
             setattr(ns, flag, getattr(args, flag))
     ns.workers, ns.scheduler, ns.no_progress, ns.set = args.workers, args.scheduler, args.no_progress, args.set
-    ns.out = args.out or str(default_out(kind, read_yaml_config(args.config, "configs/", args.set)))
+    raw = read_yaml_config(args.config, "configs/", args.set)
+    ns.out = args.out or str(default_out(kind, raw.get("name") if isinstance(raw, dict) else None))
     return int(module.run(ns) or 0)
 
 
@@ -110,14 +111,14 @@ def cell_keys(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, dict
     kind, module = kind_of(path)
     missing: list[str] = []  # data a synthetic source reads that is not here: its cells are keyed all the same
     cfg = module.load_config(path, missing, overrides) if kind == "synthetic" else module.load_config(path, overrides)
-    grids = [(f"{p['name']}/", p["compare"]) for p in cfg["points"]] if kind == "scaling" else [("", cfg)]
+    grids = [(f"{p.name}/", p.compare) for p in cfg.points] if kind == "scaling" else [("", cfg)]
     out = {}
     for prefix, grid in grids:
         digests = compare.plan_stores(grid) if kind != "synthetic" else {}
-        for row in grid["rows"]:
-            for seed in grid.get("seeds", [0]):
+        for row in grid.rows:
+            for seed in grid.seeds:
                 settings = (synthetic.cell_settings(grid, row, seed, None) if kind == "synthetic"
                             else compare.cell_settings(grid, row, seed, digests))
-                out[f"{prefix}{row['name']}/seed_{seed}"] = {
+                out[f"{prefix}{row.name}/seed_{seed}"] = {
                     "training": cell_key(keyed(split_settings(settings)[0])), "scoring": scoring_key(settings)}
     return out

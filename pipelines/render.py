@@ -8,7 +8,7 @@ from ident3d.causal.errors import UserError
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.pipelines.notes import notes_printed
 from ident3d.render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
-from ident3d.render.driver import VIEW_SEEDS, RenderReport
+from ident3d.render.job import VIEW_SEEDS, RenderReport
 from ident3d.render.placement_rules import support_from_flags
 from ident3d.render.settings import HUE_MODES
 

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH
@@ -22,6 +22,7 @@ from ident3d.evaluation.verdicts import PAPER001_MEAN_R2, paper000_facts, paper0
 from ident3d.pipelines.cells import Cell
 from ident3d.pipelines.compare import (
     Compare,
+    CompareConfig,
     add_grid_flags,
     check_layer,
     columns_of,
@@ -37,80 +38,107 @@ from ident3d.pipelines.experiment import (
     claim_output,
     run_experiment,
     slug,
-    whole,
     write_tables,
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
 from ident3d.pipelines.store_specs import image_size, render_args, store_size
+from ident3d.training.hparams import ConfigError, NonBlank, parse_config
 
-TOP_KEYS = {"kind", "name", "description", "paper", "points"}
 KIND = "scaling"
-POINT_KEYS = {"config", "out"}
 PAPERS = ("000", "001")
 PAPER000_ROWS = ("LT: change hues", "DA: crop (large) + colour distortion", "LT: change positions + hues")
 SEP = " / "  # a cell's key in the pool: "POINT / ROW"
 EXAMPLE = "configs/scaling/paper001.yaml"
+Text = Annotated[str, NonBlank()]
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PointSpec:
+    """A point as the config gives it: its compare config and, optionally, its output folder (both relative to the
+    scaling config's folder)."""
+
+    config: Text
+    out: Text | None = None
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """A scaling config as written: its name, the paper whose facts the curves check and the points."""
+
+    name: Text
+    paper: str | int
+    points: tuple[PointSpec, ...]
+    kind: str | None = None
+    description: Text | None = None
+
+    def __post_init__(self) -> None:
+        if str(self.paper).zfill(3) not in PAPERS:
+            raise ConfigError("paper", f"must be one of {', '.join(PAPERS)} (whose facts the curves check), got "
+                                       f"{self.paper!r}")
+        if not self.points:
+            raise ConfigError("points", "must be a non-empty list of {config: a compare config, out: folder}")
+
+
+@dataclass(frozen=True)
+class Point:
+    """A checked point: its name (its compare config's), config file, output folder (None: OUT/points/NAME) and
+    compare config."""
+
+    name: str
+    config: Path
+    out: Path | None
+    compare: CompareConfig
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    """A checked scaling config: every point's compare config loaded."""
+
+    name: str
+    paper: str
+    points: tuple[Point, ...]
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ScalingPlan:
     """Read and check a scaling config and every point's compare config (before anything renders); the points'
     paths are taken from the config file's folder, so the config works from any working folder."""
     return check_config(read_yaml_config(path, EXAMPLE, overrides), str(path), Path(path).parent)
 
 
-def check_config(cfg: Any, where: str, base: Path = Path(".")) -> dict[str, Any]:
+def check_config(raw: Any, where: str, base: Path = Path(".")) -> ScalingPlan:
     """name, paper ("000" or "001") and points: a list of {config: compare config, out: its folder (optional)},
     relative paths taken from ``base`` (the config file's folder); every point is checked (``check_point``), point
     names and folders are unique, and a paper-000 experiment's points give the columns its paper values need."""
     head = f"config {where}"
-    check_kind(cfg, KIND, where)
-    if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"name", "paper", "points"} <= set(cfg):
-        raise UserError(f"{head}: needs name, paper and points (allowed keys: {', '.join(sorted(TOP_KEYS))})")
-    for key in ("name", "description"):
-        if key in cfg and (not isinstance(cfg[key], str) or not cfg[key].strip()):
-            raise UserError(f"{head}: {key} must be text, got {cfg[key]!r}")
-    paper = str(cfg["paper"]).zfill(3)
-    if paper not in PAPERS:
-        raise UserError(f"{head}: paper must be one of {', '.join(PAPERS)} (whose facts the curves check), "
-                        f"got {cfg['paper']!r}")
-    points = cfg["points"]
-    if not isinstance(points, list) or not points:
-        raise UserError(f"{head}: points must be a non-empty list of {{config: a compare config, out: folder}}")
-    loaded = [check_point(point, f"{head}: points[{i}]", base) for i, point in enumerate(points)]
+    check_kind(raw, KIND, where)
+    cfg = parse_config(ScalingConfig, raw, head)
+    loaded = [check_point(point, f"{head}: points[{i}]", base) for i, point in enumerate(cfg.points)]
     names: set[str] = set()
     for i, point in enumerate(loaded):
-        if point["name"] in names:
-            raise UserError(f"{head}: points[{i}]: the point name {point['name']!r} is used twice; give the compare "
+        if point.name in names:
+            raise UserError(f"{head}: points[{i}]: the point name {point.name!r} is used twice; give the compare "
                             "configs different names")
-        names.add(point["name"])
+        names.add(point.name)
+    paper = str(cfg.paper).zfill(3)
     if paper == "000":
         check_paper000_columns(loaded, head)
-    return {**cfg, "paper": paper, "points": loaded}
+    return ScalingPlan(cfg.name, paper, tuple(loaded))
 
 
-def check_point(point: Any, head: str, base: Path) -> dict[str, Any]:
-    """One point: {config: PATH, out: PATH (optional)} as text, its compare config found and checked, with the
-    steps and batch size the curves' x axis is made of; returns {name, config, out, compare} (paths resolved)."""
-    if not isinstance(point, dict) or set(point) - POINT_KEYS or "config" not in point:
-        raise UserError(f"{head} must be {{config: PATH, out: PATH (optional)}}, got {point!r}")
-    for key in ("config", "out"):
-        value = point.get(key)
-        if (key == "config" or value is not None) and (not isinstance(value, str) or not value.strip()):
-            raise UserError(f"{head}.{key} must be a path as text (relative to the scaling config's folder), "
-                            f"got {value!r}")
-    config = resolve(point["config"], base)
+def check_point(point: PointSpec, head: str, base: Path) -> Point:
+    """One point: its compare config found and checked, with the steps and batch size the curves' x axis is made
+    of (paths resolved)."""
+    config = resolve(point.config, base)
     try:
         compare = load_compare(shown(config))
     except UserError as exc:
         raise UserError(f"{head}: {exc}") from None
-    name = str(compare.get("name") or config.stem)
+    name = compare.name or config.stem
     for key in ("steps", "batch_size"):
-        if not whole(compare["train"].get(key)):
-            raise UserError(f"{head} ({name}): config {shown(config)}: train.{key} must be given as a whole number "
-                            f"(the curves' x axis, pixels seen, is steps x batch x px^2), got "
-                            f"{compare['train'].get(key)!r}")
-    out = resolve(point["out"], base) if point.get("out") is not None else None
-    return {"name": name, "config": config, "out": out, "compare": compare}
+        if key not in compare.train:
+            raise UserError(f"{head} ({name}): config {shown(config)}: train.{key} must be given (the curves' x "
+                            "axis, pixels seen, is steps x batch x px^2)")
+    return Point(name, config, resolve(point.out, base) if point.out is not None else None, compare)
 
 
 def resolve(text: str, base: Path) -> Path:
@@ -131,46 +159,45 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def point_columns(compare: dict[str, Any]) -> list[str]:
+def point_columns(compare: CompareConfig) -> list[str]:
     """The table columns a compare config's test store will give, from its render plan (nothing renders)."""
     from ident3d.evaluation.report import columns, titles
     from ident3d.render import plan_render
 
-    scene = compare.get("scene", "causal3dident")
-    plan = plan_render("test.zarr", **render_args(compare["stores"]["test"], scene))
+    plan = plan_render("test.zarr", **render_args(compare.stores["test"], compare.scene or "causal3dident"))
     return titles(columns(plan.attrs.latent_names, plan.attrs.latent_groups), plan.layout["has_classes"])
 
 
-def check_paper000_columns(points: list[dict[str, Any]], head: str) -> None:
+def check_paper000_columns(points: list[Point], head: str) -> None:
     """Paper 000's curves compare each point's columns with its rows' ``paper`` values: every point must give the
     same columns, and each paper-000 row's ``paper`` list one value per column (checked before anything renders)."""
     first = None
     for i, point in enumerate(points):
-        cols = point_columns(point["compare"])
+        cols = point_columns(point.compare)
         first = first or (i, cols)
         if cols != first[1]:
-            raise UserError(f"{head}: points[{i}] ({point['name']}): its test store gives the columns "
+            raise UserError(f"{head}: points[{i}] ({point.name}): its test store gives the columns "
                             f"{', '.join(cols)}, points[{first[0]}] gives {', '.join(first[1])}; paper 000's "
                             "curves need the same columns at every point")
-        for row in point["compare"]["rows"]:
-            paper = row.get("paper")
-            if row["name"] in PAPER000_ROWS and paper and len(paper) != len(cols):
-                raise UserError(f"{head}: points[{i}] ({point['name']}): row {row['name']!r}: paper has "
+        for row in point.compare.rows:
+            paper = row.paper
+            if row.name in PAPER000_ROWS and paper and len(paper) != len(cols):
+                raise UserError(f"{head}: points[{i}] ({point.name}): row {row.name!r}: paper has "
                                 f"{len(paper)} values but the test store gives {len(cols)} columns "
                                 f"({', '.join(cols)}); give one value per column")
 
 
-def check_outputs(cfg: dict[str, Any], out: Path, layer: str, overwrite: bool) -> None:
+def check_outputs(cfg: ScalingPlan, out: Path, layer: str, overwrite: bool) -> None:
     """Refuse, before anything is written, what would stop the run part-way or replace a finished table: --out and
     every point's compare output must be claimable, no two points may share (or nest) a folder nor a point's own
     out overlap --out, and tables of another --layer are replaced only with --overwrite."""
     check_output_dir(out)
-    check_claim(Scaling(), out, str(cfg.get("name") or Scaling.name))
+    check_claim(Scaling(), out, cfg.name)
     check_layer(out / "curves.json", layer, overwrite, "use another --out")
     top, seen = out.resolve(), {}
-    for point in cfg["points"]:
+    for point in cfg.points:
         where = Path(shown(point_out(out, point)))  # the same folder, named as messages name it
-        head = f"points: {point['name']}: out"
+        head = f"points: {point.name}: out"
         check_output_dir(where, head)
         here = where.resolve()
         if overlaps(here, top) and top / "points" not in here.parents:
@@ -179,12 +206,12 @@ def check_outputs(cfg: dict[str, Any], out: Path, layer: str, overwrite: bool) -
         if other := next((name for name, there in seen.items() if overlaps(here, there)), None):
             raise UserError(f"{head} {where} overlaps the out of point {other!r} ({shown(seen[other])}); "
                             "give each point a folder of its own")
-        seen[point["name"]] = here
+        seen[point.name] = here
         try:
-            check_claim(Compare(), where, str(point["compare"].get("name") or "compare"))
+            check_claim(Compare(), where, point.compare.name or "compare")
         except UserError as exc:
             raise UserError(f"{head}: {exc}") from None
-        fix = "give the point another out in the config" if point.get("out") else "use another --out"
+        fix = "give the point another out in the config" if point.out else "use another --out"
         check_layer(where / "table.json", layer, overwrite, fix)
 
 
@@ -193,15 +220,15 @@ def overlaps(a: Path, b: Path) -> bool:
     return a == b or a in b.parents or b in a.parents
 
 
-def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
+def plan(cfg: ScalingPlan, out: Path) -> list[tuple[str, int, Path]]:
     """Every cell of every point as ("POINT / ROW", seed, folder): what --dry-run lists."""
-    return [(f"{point['name']}{SEP}{row}", seed, Path(shown(folder))) for point in cfg["points"]
-            for row, seed, folder in plan_compare(point["compare"], point_out(out, point))]
+    return [(f"{point.name}{SEP}{row}", seed, Path(shown(folder))) for point in cfg.points
+            for row, seed, folder in plan_compare(point.compare, point_out(out, point))]
 
 
-def point_out(out: Path, point: dict[str, Any]) -> Path:
+def point_out(out: Path, point: Point) -> Path:
     """A point's compare output: its ``out`` if the config gives one, else ``OUT/points/NAME``."""
-    return point["out"] or out / "points" / slug(point["name"])
+    return point.out or out / "points" / slug(point.name)
 
 
 @dataclass
@@ -216,29 +243,29 @@ class Scaling(ExperimentKind):
     def marker(self, out: Path) -> Path:
         return out / "experiment.json"
 
-    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+    def cells(self, cfg: ScalingPlan, out: Path, workers: int, scheduler: str | None,
               progress: bool) -> list[Cell]:
         cells = []
-        for point in cfg["points"]:
+        for point in cfg.points:
             where = point_out(out, point)
-            claim_output(Compare(), where, str(point["compare"].get("name") or "compare"))
-            for cell in Compare(layer=self.layer).cells(point["compare"], where, workers, scheduler, progress):
-                cells.append(Cell((f"{point['name']}{SEP}{cell.key[0]}", cell.key[1]), cell.fn, cell.args))
+            claim_output(Compare(), where, point.compare.name or "compare")
+            for cell in Compare(layer=self.layer).cells(point.compare, where, workers, scheduler, progress):
+                cells.append(Cell((f"{point.name}{SEP}{cell.key[0]}", cell.key[1]), cell.fn, cell.args))
         return cells
 
-    def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
+    def tabulate(self, cfg: ScalingPlan, results: dict[tuple[str, int], dict[str, Any]],
                  diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
         points = []
-        for point in cfg["points"]:
-            prefix = point["name"] + SEP
+        for point in cfg.points:
+            prefix = point.name + SEP
             mine = {(k[len(prefix):], s): r for (k, s), r in results.items() if k.startswith(prefix)}
             lost = {(k[len(prefix):], s): r for (k, s), r in diverged.items() if k.startswith(prefix)}
             where = point_out(out, point)
-            table = Compare(layer=self.layer).tabulate(point["compare"], mine, lost, where)["table"]
+            table = Compare(layer=self.layer).tabulate(point.compare, mine, lost, where)["table"]
             points.append((point, where, mine, table))
-        curves: dict[str, Any] = {"name": cfg["name"], "paper": cfg["paper"], "layer": self.layer, "match": MATCH}
+        curves: dict[str, Any] = {"name": cfg.name, "paper": cfg.paper, "layer": self.layer, "match": MATCH}
         files: dict[str, Any] = {}
-        if cfg["paper"] == "001":
+        if cfg.paper == "001":
             data = paper001_points(points, self.layer)
             curves["paper001"] = {**data, "facts": paper001_facts(data)}
             for p in data["points"]:
@@ -252,7 +279,7 @@ class Scaling(ExperimentKind):
         return curves
 
 
-def run_scaling(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str | None = None,
+def run_scaling(cfg: ScalingPlan, out: Path, workers: int = 1, scheduler: str | None = None,
                 layer: str = "output", progress: bool = False, overwrite: bool = False,
                 overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run (or resume) every point's grid and write the points' tables and the curves; returns the curves. Every
@@ -263,11 +290,11 @@ def run_scaling(cfg: dict[str, Any], out: Path, workers: int = 1, scheduler: str
 
 
 # ----- the points' numbers -------------------------------------------------------------------------------
-def scale_of(cfg: dict[str, Any]) -> dict[str, Any]:
+def scale_of(cfg: CompareConfig) -> dict[str, Any]:
     """A point's scale: training images, resolution, steps, batch and the pixels the encoder saw (the x axis)."""
-    store, train = cfg["stores"]["train"], cfg["train"]
+    store, train = cfg.stores["train"], cfg.train
     n, px, steps, batch = store_size(store), image_size(store), train["steps"], train["batch_size"]
-    return {"images": n, "resolution": px, "steps": steps, "batch_size": batch, "seeds": len(cfg.get("seeds", [0])),
+    return {"images": n, "resolution": px, "steps": steps, "batch_size": batch, "seeds": len(cfg.seeds),
             "pixels_seen": steps * batch * px * px, "label": f"{n / 1024:g}k img / {px} px / {steps} steps"}
 
 
@@ -291,16 +318,16 @@ def _ms(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
 
 
-def paper001_table(cfg: dict[str, Any], reports: dict[tuple[str, int], dict[str, Any]], out: Path,
+def paper001_table(cfg: CompareConfig, reports: dict[tuple[str, int], dict[str, Any]], out: Path,
                    layer: str = "output") -> tuple[str, dict[str, Any]]:
     """Paper 001's 3DIdent table of one point (its compare config ``cfg``, the engine's cell ``reports`` and its
     output ``out``, where the cells' training logs are): markdown and numbers, the config's rows only."""
     rows = {}
-    for row in cfg["rows"]:
-        cells = [cell_scores(reports[(row["name"], s)], cell_dir(out, row["name"], s), layer)
-                 for s in cfg.get("seeds", [0]) if (row["name"], s) in reports]
+    for row in cfg.rows:
+        cells = [cell_scores(reports[(row.name, s)], cell_dir(out, row.name, s), layer)
+                 for s in cfg.seeds if (row.name, s) in reports]
         if cells:
-            rows[slug(row["name"])] = cells
+            rows[slug(row.name)] = cells
     if not rows:
         raise UserError(f"{out} has no finished cells to tabulate")
     names = list(next(iter(rows.values()))[0]["r2"])
@@ -336,9 +363,9 @@ def paper001_points(points: list[tuple[dict[str, Any], Path, dict, dict]], layer
     the point's paper-001 table as markdown)."""
     out = []
     for point, where, reports, _ in points:
-        md, rows = paper001_table(point["compare"], reports, where, layer)
-        out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
-                    "scale": scale_of(point["compare"]), "rows": rows, "markdown": md})
+        md, rows = paper001_table(point.compare, reports, where, layer)
+        out.append({"name": point.name, "config": shown(point.config), "run": shown(where),
+                    "scale": scale_of(point.compare), "rows": rows, "markdown": md})
     return {"points": out}
 
 
@@ -347,14 +374,14 @@ def paper000_points(points: list[tuple[dict[str, Any], Path, dict, dict]]) -> di
     paper's values."""
     out, paper = [], {}
     for point, where, _, table in points:
-        cfg = point["compare"]
+        cfg = point.compare
         latents = without_metrics(cfg, table)  # the paper's columns (a config's metrics add others it has no value for)
         columns = columns_of(latents)
         rows = {name: {c: latents[name][c][0] for c in columns}
                 for name in (*PAPER000_ROWS, CEILING_NAME) if name in latents}
-        paper.update({r["name"]: dict(zip(columns, r["paper"], strict=True))
-                      for r in cfg["rows"] if r["name"] in PAPER000_ROWS and r.get("paper")})
-        out.append({"name": point["name"], "config": shown(point["config"]), "run": shown(where),
+        paper.update({r.name: dict(zip(columns, r.paper, strict=True))
+                      for r in cfg.rows if r.name in PAPER000_ROWS and r.paper})
+        out.append({"name": point.name, "config": shown(point.config), "run": shown(where),
                     "scale": scale_of(cfg), "columns": columns, "rows": rows})
     return {"points": out, "paper": paper}
 

@@ -1,7 +1,7 @@
 """Object masks in ``ident3d show``: each object slot's pixels blended half-way toward the slot's colour and ringed
 by a one-pixel outline in the full slot colour (background untouched), so a grid shows which latent slot each object
 is, also at 64 px where a tint alone leaves neighbouring objects hard to tell apart; and the summary line of a
-multi-object store (slots, objects per image, visible pixels per object)."""
+multi-object store (slots, objects per image, visible pixels per object: ``ident3d.store.masks``'s summaries)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ def object_summary(group: Any, rows: np.ndarray, path: str | None = None) -> str
     """A multi-object store's line over its finished ``rows``: slots, mean objects per image and mean visible pixels
     per present object (overall and per slot); None for a store without ``present``/``visibility``. A damaged chunk
     among ``rows`` is one line naming it (``path``: the store's name in it)."""
+    from ident3d.store.masks import objects_per_image, visible_per_object, visible_per_slot
     from ident3d.store.zarr_io import read_at, store_name
 
     if "present" not in group or "visibility" not in group:
@@ -61,11 +62,11 @@ def object_summary(group: Any, rows: np.ndarray, path: str | None = None) -> str
         return f"{slots} slots (no finished rows yet)"
     path = path or store_name(group)
     present = read_at(group["present"], rows, path).astype(bool)
-    visible = read_at(group["visibility"], rows, path).astype(np.float64)
-    per_slot = ", ".join(f"{k}: {visible[present[:, k], k].mean():.1f}" if present[:, k].any() else f"{k}: -"
-                         for k in range(slots))
-    return (f"{slots} slots, {present.sum(1).mean():.2f} objects per image, {visible[present].mean():.1f} visible px "
-            f"per object (slot {per_slot})")
+    visible = read_at(group["visibility"], rows, path)
+    per_slot = ", ".join(f"{k}: {mean:.1f}" if present[:, k].any() else f"{k}: -"
+                         for k, mean in enumerate(visible_per_slot(visible, present)))
+    return (f"{slots} slots, {objects_per_image(present).mean():.2f} objects per image, "
+            f"{visible_per_object(visible, present):.1f} visible px per object (slot {per_slot})")
 
 
 def placement_line(group: Any, rows: np.ndarray, scm_spec: dict, path: str | None = None) -> str | None:

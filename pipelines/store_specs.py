@@ -1,129 +1,156 @@
 """The stores an experiment config names, of three kinds: an image store to render (``n``), a sequence store to
 render (``sequences`` x ``length``) and a labelled dataset written as a store (``dataset``: digits, mnist5k, the
-canvas sets of paper 002, the torchvision sets). One place checks a spec, gives its size, image size and
-fingerprint digest (what a cell's key records of its data), and makes or resumes the store."""
+canvas sets of paper 002, the torchvision sets). Each is a typed spec (parsed by ``ident3d.training.hparams.parse``);
+one place gives its size, image size and fingerprint digest (what a cell's key records of its data), and makes or
+resumes the store."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from ident3d.causal.errors import UserError
+from ident3d.training.hparams import ConfigError, Count, Range, Tagged
 
-IMAGE_KEYS = {"n", "resolution", "samples", "seed", "preset", "views", "view_seeds", "view_conditional", "scm",
-              "support"}
-SEQUENCE_KEYS = {"sequences", "length", "scm", "resolution", "samples", "seed", "preset"}
-DATASET_KEYS = {"dataset", "split", "size", "root", "n"}
 SPLITS = ("train", "test")
+Whole = Annotated[int, Range(ge=0)]
 
 
-def spec_kind(spec: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class ImageStore:
+    """An image store to render: ``n`` rows of the scene (its SCM, or ``scm``) at ``resolution`` px, with the views
+    ``views`` names (``ident3d render --views``) and an optional support region."""
+
+    n: Count
+    resolution: Count
+    samples: Count
+    seed: Whole = 0
+    preset: str | None = "fast"
+    views: str | None = None
+    view_seeds: str | None = "independent"
+    view_conditional: str | None = None
+    scm: str | None = None
+    support: Any = None
+
+    def __post_init__(self) -> None:
+        if self.support is not None:  # {exclude|only: {NAME: [LOW, HIGH]}}, checked in full here
+            from ident3d.render.placement_rules import parse_support
+
+            try:
+                parse_support(self.support)
+            except UserError as exc:
+                raise ConfigError("support", str(exc).removeprefix("support ")) from None
+
+
+@dataclass(frozen=True)
+class SequenceStore:
+    """A sequence store to render: ``sequences`` x ``length`` frames of a dynamic SCM."""
+
+    sequences: Count
+    length: Count
+    resolution: Count
+    samples: Count
+    scm: str | None = "temporal_causal3dident"
+    seed: Whole = 0
+    preset: str | None = "fast"
+
+
+@dataclass(frozen=True)
+class DatasetStore:
+    """A labelled dataset written as a store: ``dataset`` (digits, mnist5k, a canvas set, a torchvision set), its
+    ``split`` (by default the store's key), digit or image ``size``, the folder it is read from and its first ``n``
+    rows (all by default)."""
+
+    dataset: str
+    split: Literal["train", "test"] | None = None
+    size: Annotated[int, Range(ge=4)] | None = None
+    root: str | None = None
+    n: Count | None = None
+
+    def __post_init__(self) -> None:
+        from ident3d.ingest.datasets import dataset_names
+
+        if self.dataset.lower() not in dataset_names():
+            raise ConfigError("dataset", f"unknown dataset {self.dataset!r}; choose one of: "
+                                         f"{', '.join(dataset_names())}")
+
+
+StoreSpec = ImageStore | SequenceStore | DatasetStore
+
+
+def _store_kind(value: Any, path: str) -> type:
+    """Which store a spec describes, by its keys: ``dataset:`` a dataset store, ``sequences:`` a sequence store, else
+    an image store."""
+    if not isinstance(value, dict):
+        raise ConfigError(path, f"must be a store spec: n, resolution and samples (or a dataset: {{dataset: mnist5k, "
+                                f"split: train}}), got {value!r}")
+    return DatasetStore if "dataset" in value else SequenceStore if "sequences" in value else ImageStore
+
+
+Store = Annotated[StoreSpec, Tagged(_store_kind)]  # what a config's ``stores.KEY`` is parsed as
+
+
+def spec_kind(spec: StoreSpec) -> str:
     """'dataset', 'sequences' or 'images': what a store spec makes."""
-    return "dataset" if "dataset" in spec else "sequences" if "sequences" in spec else "images"
+    return {DatasetStore: "dataset", SequenceStore: "sequences", ImageStore: "images"}[type(spec)]
 
 
-def _whole(value: Any, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+def split_of(spec: DatasetStore, key: str) -> str:
+    """A dataset store's split: its own, else its key's (``train`` or ``test``)."""
+    return spec.split or key
 
 
-def check_spec(spec: Any, key: str, where: str) -> None:
-    """A store spec's keys and values (``key``: train or test; ``where`` names the config), before anything runs."""
-    if not isinstance(spec, dict):
-        raise UserError(f"config {where}: stores.{key} is missing; give n, resolution and samples "
-                        "(or a dataset: {dataset: mnist5k, split: train})")
-    kind = spec_kind(spec)
-    allowed = {"dataset": DATASET_KEYS, "sequences": SEQUENCE_KEYS, "images": IMAGE_KEYS}[kind]
-    if unknown := sorted(set(spec) - allowed):
-        why = {"dataset": " (a dataset store is written from the named dataset)",
-               "sequences": " (a sequence store has sequences x length frames)", "images": ""}[kind]
-        raise UserError(f"config {where}: stores.{key} has no setting {unknown[0]!r}{why}; "
-                        f"allowed: {', '.join(sorted(allowed))}")
-    if kind == "dataset":
-        _check_dataset(spec, key, where)
-        return
-    for field_ in ("sequences", "length", "resolution", "samples") if kind == "sequences" else (
-            "n", "resolution", "samples"):
-        if not _whole(spec.get(field_), 1):
-            raise UserError(f"config {where}: stores.{key}.{field_} must be a whole number >= 1, "
-                            f"got {spec.get(field_)!r}")
-    if not _whole(spec.get("seed", 0), 0):
-        raise UserError(f"config {where}: stores.{key}.seed must be a whole number >= 0, got {spec['seed']!r}")
-    for field_ in ("preset", "views", "view_seeds", "view_conditional", "scm"):
-        if field_ in spec and spec[field_] is not None and not isinstance(spec[field_], str):
-            raise UserError(f"config {where}: stores.{key}.{field_} must be text, got {spec[field_]!r}")
-    if spec.get("support") is not None:  # a support region: {exclude|only: {NAME: [LOW, HIGH]}}, checked in full here
-        from ident3d.render.placement_rules import parse_support
-
-        try:
-            parse_support(spec["support"])
-        except UserError as exc:
-            raise UserError(f"config {where}: stores.{key}.{exc}") from None
-
-
-def _check_dataset(spec: dict[str, Any], key: str, where: str) -> None:
-    """A dataset store spec: a known dataset, a split, whole sizes, and no more rows than the split has."""
-    from ident3d.ingest.datasets import DATASETS, dataset_names
-
-    head = f"config {where}: stores.{key}"
-    if not isinstance(spec["dataset"], str) or spec["dataset"].lower() not in dataset_names():
-        raise UserError(f"{head}.dataset: unknown dataset {spec['dataset']!r}; choose one of: "
-                        f"{', '.join(dataset_names())}")
-    if spec.get("split", key) not in SPLITS:
-        raise UserError(f"{head}.split must be train or test, got {spec['split']!r}")
-    for field_, low in (("size", 4), ("n", 1)):
-        if field_ in spec and not _whole(spec[field_], low):
-            raise UserError(f"{head}.{field_} must be a whole number >= {low}, got {spec[field_]!r}")
-    if "root" in spec and not isinstance(spec["root"], str):
-        raise UserError(f"{head}.root must be a folder (text), got {spec['root']!r}")
-    split = spec.get("split", key)
-    if "n" in spec and spec["n"] > (rows := DATASETS.get(spec["dataset"].lower())().count(split == "train")):
-        raise UserError(f"{head}.n is {spec['n']:,} but {spec['dataset']} ({split}) has {rows:,} images; lower n "
-                        "or leave it out (all of them)")
-
-
-def store_size(spec: dict[str, Any], key: str = "train") -> int:
-    """The images of a store spec: n, sequences x length frames, or a whole dataset split's rows."""
-    if spec_kind(spec) == "sequences":
-        return spec["sequences"] * spec["length"]
-    if spec_kind(spec) == "dataset" and not spec.get("n"):
+def check_dataset_rows(spec: StoreSpec, key: str) -> None:
+    """A dataset store asks for no more rows than its split has (``key``: the store's key, its default split)."""
+    if isinstance(spec, DatasetStore) and spec.n is not None:
         from ident3d.ingest.datasets import DATASETS
 
-        return DATASETS.get(spec["dataset"].lower())().count(spec.get("split", key) == "train")
-    return spec["n"]
+        split = split_of(spec, key)
+        if spec.n > (rows := DATASETS.get(spec.dataset.lower())().count(split == "train")):
+            raise ConfigError(f"stores.{key}.n", f"is {spec.n:,} but {spec.dataset} ({split}) has {rows:,} images; "
+                                                 "lower n or leave it out (all of them)")
 
 
-def image_size(spec: dict[str, Any]) -> int:
+def store_size(spec: StoreSpec, key: str = "train") -> int:
+    """The images of a store spec: n, sequences x length frames, or a whole dataset split's rows."""
+    if isinstance(spec, SequenceStore):
+        return spec.sequences * spec.length
+    if isinstance(spec, DatasetStore) and not spec.n:
+        from ident3d.ingest.datasets import DATASETS
+
+        return DATASETS.get(spec.dataset.lower())().count(split_of(spec, key) == "train")
+    return spec.n
+
+
+def image_size(spec: StoreSpec) -> int:
     """The side in pixels of the spec's images (a canvas dataset's: its canvas, three digits wide)."""
-    if spec_kind(spec) != "dataset":
-        return spec["resolution"]
+    if not isinstance(spec, DatasetStore):
+        return spec.resolution
     from ident3d.ingest.datasets import stored_size
 
-    return stored_size(spec["dataset"], spec.get("size"))
+    return stored_size(spec.dataset, spec.size)
 
 
-def render_args(spec: dict[str, Any], scene: str | None) -> dict[str, Any]:
+def render_args(spec: ImageStore | SequenceStore, scene: str | None) -> dict[str, Any]:
     """The render API's arguments for a rendered store (``ident3d.render.render_store``, or for a sequence store
     ``ident3d.render.sequences.render_sequences``, whose scene is its SCM's unless the config names one)."""
-    common = {"seed": spec.get("seed", 0), "preset": spec.get("preset", "fast"),
-              "settings": {"resolution": spec["resolution"], "samples": spec["samples"]}}
-    if spec_kind(spec) == "sequences":
-        return {**common, "scm": spec.get("scm", "temporal_causal3dident"), "sequences": spec["sequences"],
-                "length": spec["length"], "scene": scene}
-    scm = {"scm": spec["scm"]} if spec.get("scm") else {}  # else the scene's own SCM
-    return {**common, "scene": scene or "causal3dident", "n": spec["n"], "views": spec.get("views") or None,
-            "view_seeds": spec.get("view_seeds", "independent"), "view_conditional": spec.get("view_conditional"),
-            "support": spec.get("support"), **scm}
+    common = {"seed": spec.seed, "preset": spec.preset,
+              "settings": {"resolution": spec.resolution, "samples": spec.samples}}
+    if isinstance(spec, SequenceStore):
+        return {**common, "scm": spec.scm, "sequences": spec.sequences, "length": spec.length, "scene": scene}
+    scm = {"scm": spec.scm} if spec.scm else {}  # else the scene's own SCM
+    return {**common, "scene": scene or "causal3dident", "n": spec.n, "views": spec.views or None,
+            "view_seeds": spec.view_seeds, "view_conditional": spec.view_conditional, "support": spec.support, **scm}
 
 
-def dataset_fields(spec: dict[str, Any], key: str) -> dict[str, Any]:
+def dataset_fields(spec: DatasetStore, key: str) -> dict[str, Any]:
     """What shapes a dataset store: the dataset, split, digit or image size and row count (not where it is read)."""
-    name = spec["dataset"].lower()
+    name = spec.dataset.lower()
     from ident3d.ingest.datasets import image_size as dataset_size
 
-    return {"dataset": name, "split": spec.get("split", key), "size": dataset_size(name, spec.get("size")),
-            "n": spec.get("n")}
+    return {"dataset": name, "split": split_of(spec, key), "size": dataset_size(name, spec.size), "n": spec.n}
 
 
 DATA_WORDS = {"sequences": "a sequence store (sequences: and length:)",
@@ -140,12 +167,12 @@ class PlannedStore:
     provides: frozenset[str]
 
 
-def plan_store(spec: dict[str, Any], key: str, scene: str | None, head: str) -> PlannedStore:
+def plan_store(spec: StoreSpec, key: str, scene: str | None, head: str) -> PlannedStore:
     """The spec checked as making it would check it, with the renderer for a rendered store (its chunk bookkeeping
     included), nothing written (``head`` starts an error's line)."""
     from ident3d.pipelines.cells import canonical
 
-    if spec_kind(spec) == "dataset":
+    if isinstance(spec, DatasetStore):
         digest = hashlib.sha256(canonical({"dataset_store": dataset_fields(spec, key)}).encode()).hexdigest()
         return PlannedStore(digest, frozenset({"classes"}))
     from ident3d.render import plan_render
@@ -153,7 +180,7 @@ def plan_store(spec: dict[str, Any], key: str, scene: str | None, head: str) -> 
     from ident3d.render.sequences import plan_sequences
 
     try:
-        plan = (plan_sequences if spec_kind(spec) == "sequences" else plan_render)(
+        plan = (plan_sequences if isinstance(spec, SequenceStore) else plan_render)(
             f"{key}.zarr", **render_args(spec, scene))
         check_bookkeeping(plan.job)
     except UserError as exc:
@@ -165,34 +192,33 @@ def plan_store(spec: dict[str, Any], key: str, scene: str | None, head: str) -> 
                         frozenset(provides))
 
 
-def make_store(spec: dict[str, Any], key: str, scene: str | None, out: Path, scheduler: str | None,
+def make_store(spec: StoreSpec, key: str, scene: str | None, out: Path, scheduler: str | None,
                progress: bool = False) -> None:
     """Render (or resume) a rendered store, or write (or complete) a dataset store, at ``out``."""
-    if spec_kind(spec) == "dataset":
+    if isinstance(spec, DatasetStore):
         _write_dataset(spec, key, out, progress)
         return
     from ident3d.render import render_store as render
     from ident3d.render.sequences import render_sequences
 
     if progress:
-        print(f"rendering {out}: {store_size(spec)} images at {spec['resolution']} px", flush=True)
-    report = (render_sequences if spec_kind(spec) == "sequences" else render)(
+        print(f"rendering {out}: {store_size(spec)} images at {spec.resolution} px", flush=True)
+    report = (render_sequences if isinstance(spec, SequenceStore) else render)(
         out, **render_args(spec, scene), workers=None, scheduler=scheduler, progress=progress)
     if not report.ok:
         raise UserError(f"rendering {out} failed for chunks {sorted(report.failed)}; re-run to retry them")
 
 
-def _write_dataset(spec: dict[str, Any], key: str, out: Path, progress: bool) -> None:
+def _write_dataset(spec: DatasetStore, key: str, out: Path, progress: bool) -> None:
     """Write (or complete) a dataset store: a finished store of the same dataset and settings is kept, a partial one
     completed, another one refused (``ident3d.ingest.datasets.dataset_store``)."""
     from ident3d.causal.errors import ParameterError
     from ident3d.ingest.datasets import dataset_store
 
-    split = spec.get("split", key)
+    split = split_of(spec, key)
     if progress:
-        print(f"writing {out}: {store_size(spec, key)} images of {spec['dataset']} ({split})", flush=True)
+        print(f"writing {out}: {store_size(spec, key)} images of {spec.dataset} ({split})", flush=True)
     try:
-        dataset_store(spec["dataset"], out, spec.get("root"), split == "train", size=spec.get("size"),
-                      first=spec.get("n"))
+        dataset_store(spec.dataset, out, spec.root, split == "train", size=spec.size, first=spec.n)
     except ParameterError as exc:  # ``first`` is the config's n
         raise UserError(f"stores.{key}.n {exc.detail}") from None

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from ident3d.causal.errors import MissingData, UserError
 from ident3d.pipelines.cells import (
@@ -26,12 +26,10 @@ from ident3d.pipelines.cells import (
     write_marker,
 )
 from ident3d.pipelines.experiment import (
+    MIN_EVAL_ROWS,
     ExperimentKind,
     cell_dir,
-    check_eval,
     check_kind,
-    check_metrics,
-    check_seeds,
     run_experiment,
     slug,
     write_tables,
@@ -40,63 +38,110 @@ from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_at
 from ident3d.pipelines.overrides import add_set_flag
 from ident3d.pipelines.results_table import ResultsTable, Stat, plain_format, tabulate, write_csv
 from ident3d.pipelines.results_table import markdown as results_markdown
+from ident3d.training.config import TrainConfig
+from ident3d.training.hparams import ConfigError, NonBlank, PartialOf, Range, parse_config
 
-TOP_KEYS = {"kind", "name", "description", "paper", "train", "evaluate", "metrics", "seeds", "rows"}
 KIND = "synthetic"
-ROW_KEYS = {"name", "source", "hp", "train", "expect", "note"}
-EVAL_DEFAULTS = {"fit": 10000, "score": 10000, "kernel": False}  # held-out draws to fit and score on (as compare's)
 RENAMED = {"n_fit": "fit", "n_score": "score"}  # the evaluate keys before every kind shared compare's
 EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
+Text = Annotated[str, NonBlank()]
+EvalDraws = Annotated[int, Range(ge=MIN_EVAL_ROWS)]  # held-out draws: fewer cannot be cross-validated or scored
+# a synthetic train section: TrainConfig's settings but those a cell fills in (its source, seed, device, ...)
+TrainSection = Annotated[dict[str, Any], PartialOf(TrainConfig, frozenset(
+    {"data", "source", "seed", "objective_args", "normalize", "device", "views"}))]
 
 
-def load_config(path: str | Path, missing: list[str] | None = None, overrides: Sequence[str] = ()) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Evaluate:
+    """Held-out draws to fit and score the probes on, and whether a kernel ridge probe is fitted beside."""
+
+    fit: EvalDraws = 10000
+    score: EvalDraws = 10000
+    kernel: bool = False
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What the paper predicts of a metric's mean over seeds: at least ``min`` and/or at most ``max``."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.min is None and self.max is None:
+            raise ConfigError("", "must be {min: X} or {max: X} with a number X")
+
+    def rules(self) -> dict[str, float]:
+        """{op: threshold} of the bounds given."""
+        return {op: t for op, t in (("min", self.min), ("max", self.max)) if t is not None}
+
+
+@dataclass(frozen=True)
+class SyntheticRow:
+    """One row: its synthetic source (``ident3d.training.synthetic``), the objective's hp, training settings over
+    the config's, what the paper predicts (``expect``) and a note for the table."""
+
+    name: Text
+    source: dict[str, Any]
+    hp: dict[str, Any] | None = None
+    train: TrainSection | None = None
+    expect: dict[str, Expect] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """A synthetic config: its rows (sources and objectives), seeds, train section, evaluation and metrics."""
+
+    name: Text | int
+    rows: tuple[SyntheticRow, ...]
+    kind: str | None = None
+    description: Text | int | None = None
+    paper: Text | int | None = None
+    train: TrainSection | None = None
+    evaluate: Evaluate = Evaluate()
+    metrics: tuple[str, ...] | None = None
+    seeds: tuple[Annotated[int, Range(ge=0)], ...] = (0,)
+
+    def __post_init__(self) -> None:
+        """The rules across fields (each problem one line at its key path)."""
+        if not self.rows:
+            raise ConfigError("rows", "must be a non-empty list of {name, source, hp, ...}")
+        names = [row.name for row in self.rows]
+        if dup := next((i for i, n in enumerate(names) if n in names[:i]), None):
+            raise ConfigError(f"rows[{dup}].name", f"{names[dup]!r} is used twice")
+        if not self.seeds:
+            raise ConfigError("seeds", "must be a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]")
+        if self.metrics is not None:
+            from ident3d.evaluation.metric_suite import parse_metrics
+
+            if not self.metrics:
+                raise ConfigError("metrics", "must be a list of metric names, e.g. [dci, mig], got []")
+            parse_metrics(list(self.metrics), "metrics")
+
+
+def load_config(path: str | Path, missing: list[str] | None = None,
+                overrides: Sequence[str] = ()) -> SyntheticConfig:
     """Read and check a synthetic config (with ``--set`` ``overrides``); every row's source, encoder and objective are
     built once (on no data)."""
     return check_config(read_yaml_config(path, "configs/synthetic/", overrides), str(path), missing)
 
 
-def check_config(cfg: Any, where: str, missing: list[str] | None = None) -> dict[str, Any]:
-    """Validate the whole config before any work: keys and types of every section, seeds, evaluation settings,
-    expectations, and every row's trainer config (source, encoder, objective and their values built once).
-    Each problem is one line naming the file and the key. A row whose source's data are not on this machine is
-    refused too, or, given a ``missing`` list (a dry run), noted there (its source cannot be built without them)."""
+def check_config(raw: Any, where: str, missing: list[str] | None = None) -> SyntheticConfig:
+    """Parse the whole config into its types (``ident3d.training.hparams.parse``: one line naming the file and the
+    key path), then build every row's trainer config once (source, encoder, objective and their values). A row whose
+    source's data are not on this machine is refused too, or, given a ``missing`` list (a dry run), noted there (its
+    source cannot be built without them)."""
     head = f"config {where}"
-    check_kind(cfg, KIND, where)
-    if not isinstance(cfg, dict) or set(cfg) - TOP_KEYS or not {"name", "rows"} <= set(cfg):
-        raise UserError(f"{head}: needs name and rows (allowed keys: {', '.join(sorted(TOP_KEYS))})")
-    for key in ("name", "description", "paper"):
-        value = cfg.get(key, "-")
-        if not isinstance(value, str | int) or isinstance(value, bool) or not str(value).strip():
-            raise UserError(f"{head}: {key} must be text, got {value!r}")
-    if not isinstance(cfg["rows"], list) or not cfg["rows"]:
-        raise UserError(f"{head}: rows must be a non-empty list of {{name, source, hp, ...}}")
-    check_seeds(cfg.get("seeds", [0]), head)
-    check_metrics(cfg, where)
-    if not isinstance(cfg.get("train") or {}, dict):
-        raise UserError(f"{head}: train must be a mapping of training settings (objective, encoder, steps, ...)")
-    eval_settings(cfg, head)
-    names = set()
-    for i, row in enumerate(cfg["rows"]):
-        where_row = f"{head}: rows[{i}]"
-        if not isinstance(row, dict) or set(row) - ROW_KEYS or not {"name", "source"} <= set(row):
-            raise UserError(f"{where_row}: needs name and source (allowed keys: {', '.join(sorted(ROW_KEYS))})")
-        if not isinstance(row["name"], str) or not row["name"].strip():
-            raise UserError(f"{where_row}.name must be text, got {row['name']!r}")
-        if row["name"] in names:
-            raise UserError(f"{where_row}: the name {row['name']!r} is used twice")
-        names.add(row["name"])
-        where_row += f" ({row['name']})"
-        for key in ("source", "hp", "train", "expect"):
-            if key in row and not isinstance(row[key] if key == "source" else row[key] or {}, dict):
-                raise UserError(f"{where_row}: {key} must be a mapping, got {row[key]!r}")
-        if not isinstance(row.get("note", ""), str):
-            raise UserError(f"{where_row}: note must be text, got {row['note']!r}")
-        for metric, rule in (row.get("expect") or {}).items():
-            if not isinstance(rule, dict) or set(rule) - set(EXPECT_OPS) or not rule or not all(
-                    isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) for t in rule.values()):
-                raise UserError(f"{where_row}: expect.{metric} must be {{min: X}} or {{max: X}} with a number X, "
-                                f"got {rule!r}")
+    check_kind(raw, KIND, where)
+    evaluate = raw.get("evaluate") if isinstance(raw, dict) else None
+    if isinstance(evaluate, dict) and (old := sorted(set(evaluate) & set(RENAMED))):
+        raise UserError(f"{head}: evaluate.{old[0]} is now evaluate.{RENAMED[old[0]]}, the name every experiment "
+                        "kind uses; rename it")
+    cfg = parse_config(SyntheticConfig, raw, head)
+    for i, row in enumerate(cfg.rows):
+        where_row = f"{head}: rows[{i}] ({row.name})"
         try:
             check_cell(train_config(cfg, row, seed=0, steps=None, device="cpu"))
         except MissingData as exc:
@@ -108,27 +153,19 @@ def check_config(cfg: Any, where: str, missing: list[str] | None = None) -> dict
     return cfg
 
 
-def eval_settings(cfg: dict[str, Any], head: str = "config") -> dict[str, Any]:
-    """The config's evaluation settings with defaults filled in, checked (``head`` starts an error's line)."""
-    old = sorted(set(cfg.get("evaluate") or {}) & set(RENAMED)) if isinstance(cfg.get("evaluate"), dict) else []
-    if old:
-        raise UserError(f"{head}: evaluate.{old[0]} is now evaluate.{RENAMED[old[0]]}, the name every experiment "
-                        "kind uses; rename it")
-    return check_eval(cfg, EVAL_DEFAULTS, "held-out draws", head)
-
-
-def keyed_eval(cfg: dict[str, Any]) -> dict[str, Any]:
+def keyed_eval(cfg: SyntheticConfig) -> dict[str, Any]:
     """The evaluation settings as cells record them in their key (the names they had when the first cells were
     keyed: a renamed config key must not make every finished cell stale)."""
-    ev = eval_settings(cfg)
-    return {"n_fit": ev["fit"], "n_score": ev["score"], "kernel": ev["kernel"]}
+    return {"n_fit": cfg.evaluate.fit, "n_score": cfg.evaluate.score, "kernel": cfg.evaluate.kernel}
 
 
-def train_config(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None, device: str) -> Any:
-    """The TrainConfig of one cell (``ident3d.training.synthetic.run.train_config``; torch is imported on first use)."""
+def train_config(cfg: SyntheticConfig, row: SyntheticRow, seed: int, steps: int | None, device: str) -> TrainConfig:
+    """The TrainConfig of one cell: the config's train section with the row's on top, the row's source and hp
+    (``ident3d.training.synthetic.run.train_config``; torch is imported on first use)."""
     from ident3d.training.synthetic.run import train_config as cell_train_config
 
-    return cell_train_config(cfg, row, seed, steps, device)
+    return cell_train_config({**(cfg.train or {}), **(row.train or {})}, row.source, row.hp or {}, seed, steps,
+                             device)
 
 
 def check_cell(tc: Any) -> None:
@@ -141,14 +178,14 @@ def check_cell(tc: Any) -> None:
     build_synthetic_run(small, device="cpu")
 
 
-def cell_settings(cfg: dict[str, Any], row: dict[str, Any], seed: int, steps: int | None) -> dict[str, Any]:
+def cell_settings(cfg: SyntheticConfig, row: SyntheticRow, seed: int, steps: int | None) -> dict[str, Any]:
     """Everything that shapes a cell's scores, resolved (``ident3d.pipelines.cells``): its trainer config and
     evaluation."""
     settings = {"train": run_settings(train_config(cfg, row, seed, steps, "cpu")), "evaluate": keyed_eval(cfg)}
-    return {**settings, "metrics": cfg["metrics"]} if cfg.get("metrics") else settings
+    return {**settings, "metrics": list(cfg.metrics)} if cfg.metrics else settings
 
 
-def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, steps: int | None,
+def run_cell(cfg: SyntheticConfig, row: SyntheticRow, seed: int, cell: Path, steps: int | None,
              device: str, progress: bool = False) -> dict[str, Any]:
     """Train (or resume) one cell and score it; the scores are saved as scores.json, which marks it done. The
     folder is the cell's only for its settings (``ident3d.pipelines.cells.claim_cell``: one made with others is moved
@@ -173,9 +210,9 @@ def run_cell(cfg: dict[str, Any], row: dict[str, Any], seed: int, cell: Path, st
               else None)
     except TrainingDiverged as exc:
         return {"diverged": str(exc).split(";")[0]}
-    ev = eval_settings(cfg)
-    scores = evaluate_synthetic(cell, n_fit=ev["fit"], n_score=ev["score"], kernel=ev["kernel"], device=device,
-                                metrics=cfg.get("metrics") or ())
+    ev = cfg.evaluate
+    scores = evaluate_synthetic(cell, n_fit=ev.fit, n_score=ev.score, kernel=ev.kernel, device=device,
+                                metrics=cfg.metrics or ())
     rows = read_metrics(cell)
     scores["train_seconds"] = rows[-1].get("seconds", float("nan")) if rows else float("nan")  # all runs of the cell
     scores["final_loss"] = float(rows[-1].get("loss", float("nan"))) if rows else float("nan")
@@ -197,23 +234,23 @@ def table_metrics(results: dict[tuple[str, int], dict[str, float]], metrics: lis
     return head + groups + extra + [c for c in columns(metrics or []) if c in keys] + ["train_seconds"]
 
 
-def aggregate(cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]]) -> ResultsTable:
+def aggregate(cfg: SyntheticConfig, results: dict[tuple[str, int], dict[str, Any]]) -> ResultsTable:
     """The experiment's results table (``ident3d.pipelines.results_table``), each row with what the paper predicts
     (``expect``, ``note``) and whether the mean over its finished seeds met it (``met``; None: nothing to judge)."""
     scores = {key: r for key, r in results.items() if "diverged" not in r}
     diverged = {key: r["diverged"] for key, r in results.items() if "diverged" in r}
-    table = tabulate(cfg["name"], [row["name"] for row in cfg["rows"]], cfg.get("seeds", [0]), scores,
-                     table_metrics(results, cfg.get("metrics")), diverged)
-    for row in cfg["rows"]:
-        if row["name"] not in table.rows:
+    table = tabulate(str(cfg.name), [row.name for row in cfg.rows], list(cfg.seeds), scores,
+                     table_metrics(results, list(cfg.metrics or ())), diverged)
+    for row in cfg.rows:
+        if row.name not in table.rows:
             continue
-        cells = [scores[(row["name"], s)] for s in table.seeds if (row["name"], s) in scores]
-        expect = row.get("expect") or {}
+        cells = [scores[(row.name, s)] for s in table.seeds if (row.name, s) in scores]
+        expect = {metric: rule.rules() for metric, rule in (row.expect or {}).items()}
         met = None
         if expect and cells and all(m in r for m in expect for r in cells):  # not scored: no verdict
             mean = {m: Stat.of([r[m] for r in cells]).mean for m in expect}
             met = all(EXPECT_OPS[op](mean[m], t) for m, rule in expect.items() for op, t in rule.items())
-        table.extras[row["name"]] = {"expect": expect, "met": met, "note": row.get("note", "")}
+        table.extras[row.name] = {"expect": expect, "met": met, "note": row.note}
     return table
 
 
@@ -241,9 +278,9 @@ def markdown(table: ResultsTable) -> str:
     return results_markdown(table, score_format, extra=[("paper predicts", predicts), ("met", met)]) + "\n"
 
 
-def plan(cfg: dict[str, Any], out: Path) -> list[tuple[str, int, Path]]:
+def plan(cfg: SyntheticConfig, out: Path) -> list[tuple[str, int, Path]]:
     """Every cell of a checked config as (row, seed, folder): what --dry-run lists."""
-    return [(row["name"], s, cell_dir(out, row["name"], s)) for row in cfg["rows"] for s in cfg.get("seeds", [0])]
+    return [(row.name, s, cell_dir(out, row.name, s)) for row in cfg.rows for s in cfg.seeds]
 
 
 def scatter_figure(cell: Path, path: Path, title: str, n: int = 2000) -> None:
@@ -303,53 +340,52 @@ class Synthetic(ExperimentKind):
     rows: list[str] | None = None  # run only these rows (names or slugs); others join the table if already done
     figures: bool = True
 
-    def wanted(self, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    def wanted(self, cfg: SyntheticConfig) -> list[SyntheticRow]:
         """The config's rows to run: all, or those named by ``rows``."""
         if not self.rows:
-            return cfg["rows"]
-        wanted = [r for r in cfg["rows"] if r["name"] in self.rows or slug(r["name"]) in self.rows]
+            return list(cfg.rows)
+        wanted = [r for r in cfg.rows if r.name in self.rows or slug(r.name) in self.rows]
         if len(wanted) != len(self.rows):
-            raise UserError(f"--rows: no row named {sorted(set(self.rows) - {r['name'] for r in wanted})[0]!r}; "
-                            f"rows: {', '.join(slug(r['name']) for r in cfg['rows'])}")
+            raise UserError(f"--rows: no row named {sorted(set(self.rows) - {r.name for r in wanted})[0]!r}; "
+                            f"rows: {', '.join(slug(r.name) for r in cfg.rows)}")
         return wanted
 
-    def cells(self, cfg: dict[str, Any], out: Path, workers: int, scheduler: str | None,
+    def cells(self, cfg: SyntheticConfig, out: Path, workers: int, scheduler: str | None,
               progress: bool) -> list[Cell]:
-        return [Cell((row["name"], s), run_cell, (cfg, row, s, cell_dir(out, row["name"], s), self.steps,
-                                                  self.device))
-                for row in self.wanted(cfg) for s in cfg.get("seeds", [0])]
+        return [Cell((row.name, s), run_cell, (cfg, row, s, cell_dir(out, row.name, s), self.steps, self.device))
+                for row in self.wanted(cfg) for s in cfg.seeds]
 
-    def tabulate(self, cfg: dict[str, Any], results: dict[tuple[str, int], dict[str, Any]],
+    def tabulate(self, cfg: SyntheticConfig, results: dict[tuple[str, int], dict[str, Any]],
                  diverged: dict[tuple[str, int], str], out: Path) -> dict[str, Any]:
         results = {**results, **{key: {"diverged": why} for key, why in diverged.items()}}
-        for row in cfg["rows"]:  # cells finished earlier with these settings (other --rows runs) join the table
-            for s in cfg.get("seeds", [0]):
-                cell = cell_dir(out, row["name"], s)
+        for row in cfg.rows:  # cells finished earlier with these settings (other --rows runs) join the table
+            for s in cfg.seeds:
+                cell = cell_dir(out, row.name, s)
                 scores, settings = read_marker(cell / "scores.json"), cell_settings(cfg, row, s, self.steps)
-                if (row["name"], s) not in results and scored(scores, scoring_key(settings)) and matches(
+                if (row.name, s) not in results and scored(scores, scoring_key(settings)) and matches(
                         cell, settings):
-                    results[(row["name"], s)] = scores
+                    results[(row.name, s)] = scores
         table = aggregate(cfg, results)
         write_tables(out, {"table.json": json.dumps(table.as_json(), indent=1) + "\n",
-                           "table.md": f"# {cfg['name']}\n\n{cfg.get('description', '')}\n\n" + markdown(table),
+                           "table.md": f"# {cfg.name}\n\n{cfg.description or ''}\n\n" + markdown(table),
                            "table.csv": lambda p: write_csv(table, p, extra=("met",))})
         if self.figures:
             from ident3d.training.run_dir import CHECKPOINT
 
             (out / "figures").mkdir(exist_ok=True)
             s0 = table.seeds[0]
-            for row in (r for r in self.wanted(cfg) if "diverged" not in results[(r["name"], s0)]):
-                cell, name = cell_dir(out, row["name"], s0), slug(row["name"])
+            for row in (r for r in self.wanted(cfg) if "diverged" not in results[(r.name, s0)]):
+                cell, name = cell_dir(out, row.name, s0), slug(row.name)
                 if not (cell / CHECKPOINT).exists():  # e.g. results kept without their weights
-                    print(f"figures: {row['name']} kept as it was ({cell} has no {CHECKPOINT} to draw from)")
+                    print(f"figures: {row.name} kept as it was ({cell} has no {CHECKPOINT} to draw from)")
                     continue
-                scatter_figure(cell, out / "figures" / f"{name}.png", f"{row['name']} (seed {s0})")
-                if "top_corr" in results[(row["name"], s0)]:
-                    spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row['name']} (seed {s0})")
+                scatter_figure(cell, out / "figures" / f"{name}.png", f"{row.name} (seed {s0})")
+                if "top_corr" in results[(row.name, s0)]:
+                    spectrum_figure(cell, out / "figures" / f"{name}_spectrum.png", f"{row.name} (seed {s0})")
         return {**table.as_json(), "markdown": markdown(table)}
 
 
-def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None, steps: int | None = None,
+def run_synthetic(cfg: SyntheticConfig, out: Path, seeds: list[int] | None = None, steps: int | None = None,
                   device: str = "auto", rows: list[str] | None = None, progress: bool = True,
                   figures: bool = True, workers: int = 1, scheduler: str | None = None,
                   overrides: Sequence[str] = ()) -> dict[str, Any]:
@@ -360,7 +396,7 @@ def run_synthetic(cfg: dict[str, Any], out: Path, seeds: list[int] | None = None
     from ident3d.training.trainer import pick_device
 
     if seeds is not None:
-        cfg = {**cfg, "seeds": seeds}
+        cfg = replace(cfg, seeds=tuple(seeds))
     kind = Synthetic(steps=steps, device=pick_device(device).type, rows=rows, figures=figures)
     kind.wanted(cfg)  # an unknown --rows name is refused before the folder is touched
     return run_experiment(kind, cfg, out, workers, scheduler, progress, overrides)
@@ -400,7 +436,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--steps must be a whole number >= 1, got {args.steps}")
     if args.seeds is not None and any(s < 0 for s in args.seeds):
         raise UserError(f"--seeds must be whole numbers >= 0, got {args.seeds}")
-    out = check_output_dir(args.out or Path("runs") / "synthetic" / slug(cfg["name"]))
+    out = check_output_dir(args.out or Path("runs") / "synthetic" / slug(str(cfg.name)))
     table = run_synthetic(cfg, out, seeds=args.seeds, steps=args.steps, device=args.device, rows=args.rows,
                           figures=not args.no_figures, progress=not args.no_progress, workers=args.workers,
                           scheduler=args.scheduler, overrides=overrides)

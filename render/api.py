@@ -23,7 +23,8 @@ from ident3d.causal.errors import Note, UserError
 from ident3d.causal.object_scope import is_scope
 from ident3d.causal.scm import CONDITIONALS
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
-from ident3d.render.driver import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport, check_memory, run
+from ident3d.render.driver import check_memory, run
+from ident3d.render.job import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport
 from ident3d.render.latents_io import GivenLatents, given_latents
 from ident3d.render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
 from ident3d.render.placement import preflight, render_rules, rules_breach

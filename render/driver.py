@@ -1,37 +1,31 @@
-"""The Dask render driver: one task per chunk (sample or read rows -> render -> write -> mark done).
+"""The Dask render driver: run a render, one task per chunk (the worker's ``render_chunk``: sample or read rows ->
+render -> write -> mark done), submitted and collected into a ``RenderReport``.
 
 A local job with one worker renders in this process (no cluster to start: small jobs start at once); more
 workers run on a ``LocalCluster`` of worker processes, and ``--scheduler tcp://HOST:PORT`` joins any
-cluster (e.g. started by dask-jobqueue on SLURM/PBS). Each process keeps one Blender renderer, built on its
-first chunk and re-posed for every image; one chunk renders at a time per process, with the process's Cycles
-threads set explicitly. Chunks already marked done are skipped, so re-running a command resumes it. Given
-latents are written into the store by the driver; each task reads its own rows from there. Preparing a store
-(creating it, reading its done flags, writing given latents) goes in blocks with Ctrl-C held to a block's end: an
-interrupt then removes a store this run created and keeps one it resumes (``prepare_store``).
+cluster (e.g. started by dask-jobqueue on SLURM/PBS). What each worker process holds (one Blender renderer, the
+thread that runs it) and the chunk body are ``ident3d.render.worker``; this module only decides, submits and
+collects. Chunks already marked done are skipped, so re-running a command resumes it. Given latents are written into
+the store by the driver; each task reads its own rows from there. Preparing a store (creating it, reading its done
+flags, writing given latents) goes in blocks with Ctrl-C held to a block's end: an interrupt then removes a store
+this run created and keeps one it resumes (``prepare_store``). Before anything is created, a job's memory, bookkeeping
+and disk are checked against what the machine has (``check_memory``, ``check_bookkeeping``).
 """
 
 from __future__ import annotations
 
-import atexit
 import errno
-import json
-import os
-import queue
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ident3d.causal import SCM, Samples, load_scm, rng
 from ident3d.causal.errors import UserError
 from ident3d.jobs.cluster import (
     CONNECT_TIMEOUT_S,
@@ -42,14 +36,12 @@ from ident3d.jobs.cluster import (
     drain,
     workers_lost,
 )
-from ident3d.render.placement import place_rows, placement_seed, take
-from ident3d.render.placement_rules import parse_rules
+from ident3d.render.job import RenderJob, RenderPlan, RenderReport
 from ident3d.render.settings import check_blender
-from ident3d.store.attrs import StoreAttrs, check_blender_resume
+from ident3d.render.worker import render_chunk
+from ident3d.store.attrs import check_blender_resume
 from ident3d.store.memory import check_fits, gb
 from ident3d.store.zarr_io import (
-    ChunkData,
-    chunk_bounds,
     is_url,
     n_chunks,
     prepare,
@@ -57,13 +49,11 @@ from ident3d.store.zarr_io import (
     store_exists,
     store_group,
     store_name,
-    write_chunk,
     write_given,
 )
 
 BASE_WORKER_BYTES = 400 * 2**20  # a worker's Blender with the scene built (measured RSS ~357 MB)
 BUFFER_BYTES_PER_PX = 128  # Cycles' float RGBA render/denoise passes per pixel (upper estimate)
-VIEW_SEEDS = ("independent", "shared")  # a view's Cycles seeds: its own stream, or its anchor's
 # the driver's per-chunk state, upper estimate: the done flags and the to-do indices (9 B), the lists of chunks
 # skipped, to do and rendered (36 B each as Python ints) and the done read's block (DONE_BLOCK chunks at a time:
 # Zarr holds ~2.4 KB per chunk while it reads, measured, so a whole million-chunk read would take GBs)
@@ -73,286 +63,6 @@ BOOKKEEPING_BYTES_PER_CHUNK = 128
 # a second; blocks of 256 to 4,096 read all 31,250 flags of --n 2000000 in the same 3.3-3.7 s as one read)
 DONE_BLOCK = 128
 MIN_STORED_FRACTION = 0.1  # smallest compressed/raw image size seen (0.21 at 224 px, 0.42 at 64 px): disk check
-
-
-@dataclass(frozen=True)
-class RenderJob:
-    """Everything a worker needs to render any chunk; plain data so it ships to remote workers."""
-
-    out: str
-    scene: dict[str, Any]
-    scm: dict[str, Any]
-    settings: dict[str, Any]
-    n: int
-    seed: int
-    chunk_size: int
-    views: dict[str, list[str]] = field(default_factory=dict)
-    view_seeds: str = "independent"
-    given: bool = False  # True: the anchors' latents (and classes) are already in the store; read, don't sample
-    placement: dict[str, Any] | None = None  # the rules rows are redrawn to keep (PlacementRules.to_dict); None: none
-    threads: int = 0  # Cycles CPU threads per worker process; 0: $OMP_NUM_THREADS, else the Dask worker's threads
-    # called with k after chunk k's arrays are written, before its done flag: where tests inject a worker's death
-    # or a full disk (a picklable callable, shipped with the job); None in every real run
-    before_commit: Callable[[int], None] | None = None
-
-    @property
-    def n_chunks(self) -> int:
-        return n_chunks(self.n, self.chunk_size)
-
-
-@dataclass(frozen=True)
-class RenderPlan:
-    """A validated render: the job, the store's attributes and layout, and given rows (None: sampled)."""
-
-    job: RenderJob
-    attrs: StoreAttrs
-    layout: dict[str, Any]
-    latents: np.ndarray | None = None
-    classes: np.ndarray | None = None
-    extra: dict[str, np.ndarray] = field(default_factory=dict)  # per-row arrays beside the latents (sequences)
-
-
-@dataclass
-class RenderReport:
-    """What a run did: chunks rendered now, skipped as already done, and failed (index -> error)."""
-
-    rendered: list[int]
-    skipped: list[int]
-    failed: dict[int, str]
-    images: int
-    seconds: float
-    out: str = ""
-    n: int = 0
-    n_chunks: int = 0
-    workers_lost: int = 0  # worker processes that died during the run (their chunks were retried elsewhere)
-    placed_rows: int = 0  # with placement rules: anchor rows rendered by this run, and the draws they took
-    placement_draws: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-
-def cycles_seeds(seed: int, index: np.ndarray, stream: str | None = None) -> np.ndarray:
-    """Per-image Cycles seeds from (seed, stream, global row id): independent of how rows are chunked.
-
-    ``stream=None`` is the anchors' stream; a view named V uses ``stream=V`` so its render noise is
-    independent of its anchor's (shared noise would be a shortcut between the two images of a pair).
-    """
-    key = rng.stream_key(seed, "cycles") if stream is None else rng.stream_key(seed, "cycles", "view", stream)
-    u = rng.uniforms(key, index)
-    return (u * (2**31 - 1)).astype(np.int64)
-
-
-def view_seed(seed: int, name: str) -> int:
-    """Seed of the latent transformation that makes view ``name``."""
-    return rng.stream_key(seed, "view", name) % (2**31)
-
-
-# ----- worker side ------------------------------------------------------------------------------
-_CACHE: dict[str, Any] = {}
-_RENDER_LOCK = threading.Lock()  # bpy is process-global: one chunk renders at a time in a process
-
-
-def worker_threads(job: RenderJob) -> int:
-    """Cycles threads for this process: the job's, else $OMP_NUM_THREADS (a local cluster sets it per worker), else
-    the Dask worker's thread count (a farm worker started with --nthreads / jobqueue cores), else 0 (all cores)."""
-    if job.threads:
-        return job.threads
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        from distributed import get_worker
-
-        return int(get_worker().state.nthreads)
-    except (ImportError, ValueError, AttributeError):
-        return 0
-
-
-def _renderer(job: RenderJob) -> Any:
-    threads = worker_threads(job)
-    key = json.dumps([job.scene, job.settings, threads], sort_keys=True)
-    if _CACHE.get("key") != key:
-        from ident3d.render.blender import build_renderer
-
-        old = _CACHE.pop("renderer", None)
-        _CACHE.pop("key", None)  # a build that fails leaves no stale key behind
-        if old is not None:
-            old.close()
-        _CACHE["renderer"] = build_renderer(job.scene, job.settings, threads=threads)
-        _CACHE["key"] = key
-    return _CACHE["renderer"]
-
-
-def _scm(job: RenderJob) -> SCM:
-    key = json.dumps(job.scm, sort_keys=True)
-    if _CACHE.get("scm_key") != key:
-        _CACHE.update(scm_key=key, scm=load_scm(job.scm))
-    return _CACHE["scm"]
-
-
-def _anchors(job: RenderJob, scm: SCM, group: Any, start: int, stop: int) -> Samples:
-    """Rows start..stop-1: read from the store (given latents) or sampled (counter-based)."""
-    if not job.given:
-        return scm.sample(stop - start, seed=job.seed, start=start)
-    classes = group["classes"][start:stop] if scm.class_node else None
-    return Samples(group["latents"][start:stop], classes, list(scm.names), np.arange(start, stop, dtype=np.int64),
-                   scm.class_node, scm.class_names)
-
-
-class BlenderThread:
-    """The one thread that imports bpy and runs every render of a process whose tasks run off its main thread (a
-    Dask worker's task threads), and that shuts Blender down in an ``atexit`` hook before Python's finalisation.
-
-    Why: bpy's importing thread is Blender's main thread, and its exit must run there too (see
-    ``ident3d.render.bpy_module.exit_blender``). A Dask worker ran its tasks, so imported bpy, in a thread of its task
-    pool; that pool is joined when the worker closes, so at exit Blender's teardown ran in the process's main
-    thread and segfaulted: every ``dask worker`` that had rendered died with signal 11 on SIGTERM (the nanny logged
-    "Worker process N was killed by signal 11"; ``--no-nanny`` exited -11), as did a local cluster's workers. This
-    thread outlives the pool (a daemon: the interpreter joins non-daemon threads before ``atexit``), and its hook
-    is registered before bpy is imported, so it runs after bpy's own ``atexit`` hooks, which still use bpy. The
-    hook waits for a render in progress, closes the cached renderer, exits Blender here and ends the thread.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Future] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="ident3d-blender", daemon=True)
-        atexit.register(self.stop)
-        self._thread.start()
-
-    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` run in this thread; its result, or its exception raised here."""
-        done: Future = Future()
-        self._jobs.put((fn, args, done))
-        return done.result()
-
-    def _serve(self) -> None:
-        """Run the queued calls one after another until told to stop (None)."""
-        while (job := self._jobs.get()) is not None:
-            fn, args, done = job
-            try:
-                done.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised in its thread
-                done.set_exception(exc)
-
-    def stop(self) -> None:
-        """Close the cached renderer, exit Blender in this thread (if it imported bpy) and end the thread."""
-        if self._thread.is_alive():
-            self.call(_release_blender)
-            self._jobs.put(None)
-            self._thread.join()
-
-
-def _blender_thread() -> BlenderThread:
-    """This process's BlenderThread, started on first use (callers hold _RENDER_LOCK)."""
-    if "blender_thread" not in _CACHE:
-        _CACHE["blender_thread"] = BlenderThread()
-    return _CACHE["blender_thread"]
-
-
-def _release_blender() -> None:
-    """Close the cached renderer (its temporary folder) and run Blender's exit; in the thread that imported bpy."""
-    renderer = _CACHE.pop("renderer", None)
-    _CACHE.pop("key", None)
-    if renderer is not None:
-        renderer.close()
-    if "bpy" in sys.modules:
-        from ident3d.render.bpy_module import exit_blender
-
-        exit_blender()
-
-
-
-
-def render_chunk(job: RenderJob, k: int) -> tuple[int, int, float] | ChunkFailure:
-    """Render and write chunk k; returns (k, images, seconds), or a ChunkFailure for errors that cannot succeed
-    on a retry. Other exceptions propagate: Dask retries them (a worker fault may be transient)."""
-    try:
-        with _RENDER_LOCK:
-            job = replace(job, threads=worker_threads(job))  # here: the Dask worker is only known in its own thread
-            if threading.current_thread() is threading.main_thread():
-                return _render_chunk(job, k)
-            return _blender_thread().call(_render_chunk, job, k)
-    except UserError as exc:
-        return ChunkFailure(k, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    except OSError as exc:
-        if exc.errno != errno.ENOSPC:
-            raise
-        return ChunkFailure(k, f"no space left on the device holding {job.out} (writing chunk {k}); free some "
-                               "space, then re-run the same command to resume (finished chunks are kept)")
-
-
-def _rendered(renderer: Any, rows: Samples, seeds: np.ndarray, keep_latents: bool) -> ChunkData:
-    """Rows rendered into a chunk's data: images, and for a scene with object slots the masks, each slot's visible
-    pixel count and presence (from the rows' present latents); latents and classes unless ``keep_latents`` is False
-    (given latents, already in the store)."""
-    from ident3d.render.scene import presence
-
-    images, masks = renderer.render_batch_masks(rows.latents, rows.classes, seeds)
-    latents, classes = (rows.latents, rows.classes) if keep_latents else (None, None)
-    if masks is None:
-        return ChunkData(images, latents, classes)
-    slots = renderer.scene.slots
-    visibility = np.stack([(masks == k + 1).sum(axis=(1, 2)) for k in range(slots)], axis=1).astype(np.int64)
-    return ChunkData(images, latents, classes, masks, visibility, presence(renderer.scene, rows.latents))
-
-
-def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float, int, int]:
-    """Render and write chunk k (anchors and every view); returns (k, images, seconds, rows, draws): with placement
-    rules, the anchor rows and the draws they took (0, 0 without)."""
-
-    t0 = time.perf_counter()
-    scm, renderer = _scm(job), _renderer(job)
-    group = store_group(job.out, mode="r+")
-    start, stop = chunk_bounds(k, job.chunk_size, job.n)
-    index = np.arange(start, stop, dtype=np.int64)
-    seeds = cycles_seeds(job.seed, index)
-    if job.placement is None:
-        anchors = _anchors(job, scm, group, start, stop)
-        data = _rendered(renderer, anchors, seeds, keep_latents=not job.given)
-    else:
-        anchors, data = _placed(job, renderer, lambda r, pos: take(
-            scm.sample(stop - start, seed=placement_seed(job.seed, r), start=start), pos), seeds,
-            lambda i: f"row {start + i}")
-    views = {}
-    for name, change in job.views.items():
-        own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, index, stream=name)
-        if job.placement is None:
-            moved = scm.transform(anchors, change, seed=view_seed(job.seed, name))
-            views[name] = _rendered(renderer, moved, own, keep_latents=True)
-            continue
-        _, views[name] = _placed(job, renderer, partial(_view_draw, scm, anchors, change, view_seed(job.seed, name)),
-                                 own, lambda i, name=name: f"view {name} of row {start + i}")
-    hook = None if job.before_commit is None else partial(job.before_commit, k)
-    write_chunk(group, k, data, views, before_commit=hook)
-    draws = 0 if data.attempts is None else int(data.attempts.sum())
-    return k, (stop - start) * (1 + len(views)), time.perf_counter() - t0, (stop - start) if draws else 0, draws
-
-
-def _placed(job: RenderJob, renderer: Any, draw: Callable[[int, np.ndarray], Samples], seeds: np.ndarray,
-            what: Callable[[int], str]) -> tuple[Samples, ChunkData]:
-    """Rows drawn by ``draw`` (attempt, positions) until they keep the job's placement rules, rendered with their
-    rows' Cycles ``seeds`` (those of the row index, whatever the attempt); their data carries each row's draws."""
-    rules = parse_rules(job.placement)
-    scene = renderer.scene
-    rows, data, attempts = place_rows(
-        len(seeds), draw, lambda rows, pos: _rendered(renderer, rows, seeds[pos], keep_latents=True), rules, scene,
-        int(job.settings["resolution"]) ** 2, what)
-    return rows, replace(data, attempts=attempts)
-
-
-def _view_draw(scm: SCM, anchors: Samples, change: list[str], seed: int, attempt: int, pos: np.ndarray) -> Samples:
-    """Draw ``attempt`` of the view rows ``pos``: the anchors' latent transformation with the view's seed (attempt 0)
-    or a seed derived from it and the attempt, so every latent outside the change set stays the anchor's."""
-    return scm.transform(take(anchors, pos), change, seed=placement_seed(seed, attempt))
-
-
-
-
-# ----- driver side ------------------------------------------------------------------------------
-
-
 
 
 def worker_memory(resolution: int, chunk_size: int, n_views: int, masks: bool = False) -> int:
@@ -370,8 +80,6 @@ def check_memory(layout: dict[str, Any], workers: int, available: int | None = N
     check_fits(worker_memory(res, chunk, views, bool(layout.get("slots"))) * workers,
                f"{workers} worker(s) rendering {res} px images in chunks of {chunk:,} (x{1 + views} with views) need",
                f"lower --resolution, {chunk_flags} or --workers", available)
-
-
 
 
 def default_workers(resolution: int, device: str = "cpu") -> int:
@@ -570,8 +278,6 @@ def _abandon(out: str, fresh: bool, empty_folder: bool) -> str:
            "re-run the same command to start it"
 
 
-
-
 def _images(job: RenderJob, todo: np.ndarray) -> int:
     """Images the chunks ``todo`` hold, anchors and views."""
     rows = len(todo) * job.chunk_size
@@ -646,12 +352,6 @@ def _render(client: Any, cluster: Any, job: RenderJob, todo: np.ndarray, retries
     report.rendered.sort()
 
 
-
-
-
-
-
-
 def _collect(fut: Any, k: int, report: RenderReport, bar: Any) -> None:
     """Record one finished chunk task: rendered, failed after its retries, or an unfixable ChunkFailure."""
     try:
@@ -677,4 +377,3 @@ def _record(result: Any, k: int, report: RenderReport, bar: Any) -> None:
         report.placed_rows += result[3]
         report.placement_draws += result[4]
     bar.update(count)
-

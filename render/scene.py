@@ -21,6 +21,7 @@ import yaml
 from ident3d.causal.errors import UserError
 from ident3d.render.meshes import BUILTIN_MESHES
 from ident3d.render.placement_rules import PlacementRules, parse_rules
+from ident3d.store import masks
 
 SCENES_DIR = Path(__file__).with_name("scenes")
 BUILTIN_SCENES = tuple(sorted(p.stem for p in SCENES_DIR.glob("*.yaml")))  # a new scene: one YAML file there
@@ -657,9 +658,10 @@ def _object_pose(scene: Scene, k: int, get: Any, hue_mode: str) -> ObjectPose:
 
 
 def presence(scene: Scene, latents: np.ndarray) -> np.ndarray:
-    """(N, slots) bool: which object slots hold an object in each row of raw latents (N, D), by the present latents."""
+    """(N, slots) bool: which object slots hold an object in each row of raw latents (N, D), by the present latents
+    (``ident3d.store.masks.presence``)."""
     latents = np.asarray(latents)
     if scene.objects is None:
         return np.zeros((len(latents), 0), dtype=bool)
     cols = [scene.latent_names.index(scene.objects.present.replace(SLOT, str(k))) for k in range(scene.slots)]
-    return latents[:, cols] > 0.5
+    return masks.presence(latents, cols)

@@ -16,7 +16,8 @@ from ident3d.causal.errors import SpecError, UserError
 from ident3d.causal.loading import load_dynamic_scm
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.render.api import check_chunk_memory, check_run_args, check_switches, plan_render
-from ident3d.render.driver import RenderPlan, RenderReport, run
+from ident3d.render.driver import run
+from ident3d.render.job import RenderPlan, RenderReport
 from ident3d.store.memory import check_fits
 from ident3d.store.zarr_io import sequence_layout
 

@@ -41,6 +41,8 @@ from zarr.core.sync import sync
 from ident3d.causal.errors import UserError
 from ident3d.store.attrs import StoreAttrs, read_attrs
 from ident3d.store.layout import UNREPAIRABLE, Layout, missing_array, store_layout, whole_array
+from ident3d.store.masks import visibility as slot_visibility
+from ident3d.store.masks import visible_but_absent
 from ident3d.store.zarr_io import (
     EVERY_CHUNK,
     OBJECT_ARRAYS,
@@ -254,11 +256,9 @@ def chunk_error(array: zarr.Array, k: int, bounds: Bounds | None = None, values:
 def objects_disagree(masks: np.ndarray, visibility: np.ndarray, present: np.ndarray) -> tuple[str, str] | None:
     """(array, why) where a multi-object chunk's arrays disagree: ``visibility`` is each slot's pixel count in
     ``masks`` and only present objects have pixels, as every render writes them; None when they agree."""
-    slots = visibility.shape[1]
-    counts = np.stack([(masks == s + 1).sum(axis=(1, 2)) for s in range(slots)], axis=1)
-    if not np.array_equal(counts, visibility):
+    if not np.array_equal(slot_visibility(masks, visibility.shape[1]), visibility):
         return "masks", "visibility is not each slot's pixel count in masks (one of them was lost or changed)"
-    if (visibility[~present.astype(bool)] > 0).any():
+    if visible_but_absent(visibility, present).any():
         return "present", "objects with visible pixels are marked absent"
     return None
 

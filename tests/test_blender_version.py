@@ -107,7 +107,7 @@ def test_without_bpy_rendering_is_one_line_and_creates_nothing(tmp_path, monkeyp
 def test_a_worker_without_bpy_fails_its_chunk_in_one_line():
     code = ("import sys; sys.modules['bpy'] = None\n"
             "from ident3d.render import plan_render\n"
-            "from ident3d.jobs.cluster import ChunkFailure\nfrom ident3d.render.driver import render_chunk\n"
+            "from ident3d.jobs.cluster import ChunkFailure\nfrom ident3d.render.worker import render_chunk\n"
             "job = plan_render('/nonexistent/s.zarr', scene='3dident', n=1, chunk_size=1).job\n"
             "r = render_chunk(job, 0); assert isinstance(r, ChunkFailure), r; print(r.message)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

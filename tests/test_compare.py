@@ -22,18 +22,18 @@ def _cli(*args):
 
 
 @pytest.mark.parametrize("edit,expected", [
-    (lambda c: c["rows"].append({"name": "DA: blur", "views": "blur"}), "row 'DA: blur': unknown view maker 'blur'"),
+    (lambda c: c["rows"].append({"name": "DA: blur", "views": "blur"}), "rows[12].views (DA: blur): unknown view maker 'blur'"),
     (lambda c: c["rows"].append({"name": "LT: lights", "views": "lt_exact:lights"}), "needs the stored view 'lights'"),
-    (lambda c: c.pop("stores"), "needs stores, train and rows"),
+    (lambda c: c.pop("stores"), "stores: is missing (required: stores, train, rows)"),
     (lambda c: c["rows"].append({"name": "gen", "views": "colour", "train": {"objective": "simvae", "hp": {"x": 1}}}),
-     "(row 'gen'): train: objective simvae has no hyperparameter 'x'"),
-    (lambda c: c["rows"].append({"name": "gen", "views": "colour", "train": "simvae"}), "train must be a mapping"),
+     "rows[12].train (gen): objective simvae has no hyperparameter 'x'"),
+    (lambda c: c["rows"].append({"name": "gen", "views": "colour", "train": "simvae"}), "rows[12].train: must be a mapping"),
     # issue 20 item 7: the whole config, before anything renders, naming file and key
-    (lambda c: c["evaluate"].update(fit=-10), "evaluate.fit must be a whole number >= 10 (test-store rows), got -10"),
-    (lambda c: c["evaluate"].update(kernel="yes"), "evaluate.kernel must be true or false, got 'yes'"),
+    (lambda c: c["evaluate"].update(fit=-10), "evaluate.fit: must be a whole number >= 10, got -10"),
+    (lambda c: c["evaluate"].update(kernel="yes"), "evaluate.kernel: must be true or false, got 'yes'"),
     (lambda c: c["stores"]["test"].update(resolution=4), "stores.test: resolution must be at least 8 px, got 4"),
-    (lambda c: c["stores"]["train"].update(colour=1), "stores.train has no setting 'colour'"),
-    (lambda c: c["rows"][0].update(paper="high"), "rows[0] (DA: colour distortion): paper must be a list of numbers"),
+    (lambda c: c["stores"]["train"].update(colour=1), "stores.train.colour: is not a setting here; allowed: n, resolution"),
+    (lambda c: c["rows"][0].update(paper="high"), "rows[0].paper: must be a list, got 'high'"),
     (lambda c: c["train"]["hp"].update(tau="abc"), "objective infonce's hyperparameter tau must be a finite number > 0"),
 ])
 def test_bad_config_exit_2(tmp_path, edit, expected):
@@ -51,7 +51,7 @@ def test_rows_may_override_the_train_section():
     from ident3d.pipelines.compare import load_config, row_train
 
     cfg = load_config("configs/da_vs_lt_small_generative.yaml")
-    own = [row_train(cfg, r) for r in cfg["rows"]]
+    own = [row_train(cfg, r) for r in cfg.rows]
     assert own[0]["objective"] == "infonce" and own[0]["hp"] == {"tau": 1.0}
     assert own[2]["objective"] == "simvae" and own[2]["hp"] == {"decoder_width": 64} and own[2]["steps"] == 250
 

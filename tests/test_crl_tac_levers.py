@@ -67,13 +67,11 @@ def test_every_lever_at_its_default_is_the_code_before_it():
 def test_the_engine_keys_of_the_existing_configs_are_unchanged():
     """A row that names no lever resolves to the settings it had before the levers: the cell key of
     configs/crl_tac_mnist5k.yaml's first row, seed 0, as it was recorded before they were added."""
-    import yaml
-
     from ident3d.pipelines.cells import cell_key
-    from ident3d.pipelines.compare import cell_settings
+    from ident3d.pipelines.compare import cell_settings, load_config
 
-    cfg = yaml.safe_load(open("configs/crl_tac_mnist5k.yaml"))
-    settings = cell_settings(cfg, cfg["rows"][0], 0, {"train": "T", "test": "S"})
+    cfg = load_config("configs/crl_tac_mnist5k.yaml")
+    settings = cell_settings(cfg, cfg.rows[0], 0, {"train": "T", "test": "S"})
     assert settings["train"]["objective_args"] == {"channel_bound": "exact", "channel_net": "fast",
                                                    "entropy_weight": 0.0025}
     assert cell_key(settings) == "fe32c07be1b51a74d7eb0304ae85e49c98a4237cc6a1cad0357da5412aeba8ce"
@@ -315,27 +313,25 @@ def test_the_crl_tac_metric_reports_the_mass_per_cell():
 def test_the_levers_config_rows_resolve():
     """Every row of the levers config is a valid crl_tac run (hyperparameters declared and in range), the rows
     differ in one lever each from CRL-TAC as today, and the untrained row moves no weight."""
-    import yaml
-
-    from ident3d.pipelines.compare import cell_config
+    from ident3d.pipelines.compare import cell_config, load_config
     from ident3d.training.parts import resolve_args
 
-    cfg = yaml.safe_load(open("configs/crl_tac_mnist5k_levers.yaml"))
-    names = [row["name"] for row in cfg["rows"]]
+    cfg = load_config("configs/crl_tac_mnist5k_levers.yaml")
+    names = [row.name for row in cfg.rows]
     assert len(set(names)) == len(names)
-    base = cell_config(cfg, cfg["rows"][0], 0)
+    base = cell_config(cfg, cfg.rows[0], 0)
     resolve_args(base)
-    for row in cfg["rows"]:
+    for row in cfg.rows:
         tc = cell_config(cfg, row, 0)
         resolve_args(tc)
         CRLTAC(build_encoder("tac_cnn", 50, 84), **tc.objective_args)
         changed = {k for k in {**base.objective_args, **tc.objective_args}
                    if base.objective_args.get(k) != tc.objective_args.get(k)}
-        assert len(changed) <= 3, (row["name"], changed)
+        assert len(changed) <= 3, (row.name, changed)
         if "control" in tc.objective_args.get("channel_init", ""):
-            assert "control" in row["name"].lower()
-    untrained = [r for r in cfg["rows"] if r["name"].startswith("untrained")]
-    assert len(untrained) == 1 and untrained[0]["train"]["steps"] == 1 and untrained[0]["train"]["lr"] <= 1e-29
+            assert "control" in row.name.lower()
+    untrained = [r for r in cfg.rows if r.name.startswith("untrained")]
+    assert len(untrained) == 1 and untrained[0].train["steps"] == 1 and untrained[0].train["lr"] <= 1e-29
 
 
 @pytest.fixture(scope="module")

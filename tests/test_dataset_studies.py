@@ -76,9 +76,9 @@ def test_crl_tac_study_scores_its_layers_and_simclrs_oracle(tmp_path):
 def test_dataset_store_specs_are_checked_before_anything_runs(tmp_path):
     base = yaml.safe_load((ROOT / "configs" / "generative_mnist5k.yaml").read_text())
     for edit, words in (({"dataset": "mnist6k"}, "unknown dataset 'mnist6k'"),
-                        ({"split": "val"}, "split must be train or test"),
-                        ({"n": 0}, "n must be a whole number >= 1"),
-                        ({"resolution": 32}, "has no setting 'resolution' (a dataset store")):
+                        ({"split": "val"}, "split: must be one of 'train', 'test' or null, got 'val'"),
+                        ({"n": 0}, "n: must be a whole number >= 1 or null, got 0"),
+                        ({"resolution": 32}, "resolution: is not a setting here; allowed: dataset, split, size, root, n")):
         cfg = {**base, "stores": {**base["stores"], "train": {**base["stores"]["train"], **edit}}}
         path = tmp_path / "bad.yaml"
         path.write_text(yaml.safe_dump(cfg))

@@ -58,7 +58,7 @@ CASES = {
     "views bogus": (["--store", "{small}", "--views", "bogus"], "unknown view maker 'bogus'"),
     "a view the store lacks": (["--store", "{small}", "--views", "lt_exact:positions"], "positions"),
     "device tpu": (["--store", "{small}", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
-    "seed -1": (["--store", "{small}", "--seed", "-1"], "seed must be a whole number from 0 to 9223372036854775807 (torch's seed range), got -1"),
+    "seed -1": (["--store", "{small}", "--seed", "-1"], "seed must be a whole number in [0, 9223372036854775807], got -1"),
     "no store": ([], "give --store STORE or --tiny"),
 }
 

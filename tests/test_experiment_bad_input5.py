@@ -24,7 +24,7 @@ def config(tmp_path, **edit) -> str:
 @pytest.mark.parametrize("edit, says", [
     ({"stores": {"train": {"dataset": "digits", "split": "train", "n": 100000},
                  "test": {"dataset": "digits", "split": "test"}}},
-     "stores.train.n is 100,000 but digits (train) has 1,797 images; lower n or leave it out (all of them)"),
+     "stores.train.n: is 100,000 but digits (train) has 1,797 images; lower n or leave it out (all of them)"),
     ({"stores": {"train": {"n": 10**12, "resolution": 16, "samples": 1}, "test": COMPARE["stores"]["test"]}},
      "stores.train: --n 1,000,000,000,000 in chunks of 64 makes 15,625,000,000 chunks whose bookkeeping needs about"),
     ({"rows": [{"name": "a", "views": "next_frame"}]},
@@ -69,5 +69,5 @@ def test_an_object_storage_out_is_refused_not_written_locally(tmp_path, monkeypa
 def test_a_seed_beyond_torchs_range_is_one_line(tmp_path):
     r = run_cli("train", "--data", tmp_path / "none.zarr", "--seed", str(10**23), "--out", tmp_path / "run")
     assert r.returncode == 2 and r.stderr.strip().endswith(
-        f"--seed must be a whole number from 0 to {2**63 - 1} (torch's seed range), got {10**23}; e.g. --seed 0")
+        f"--seed must be a whole number in [0, {2**63 - 1}], got {10**23}; e.g. --seed 0")
     assert not (tmp_path / "run").exists()

@@ -44,7 +44,7 @@ def test_dry_run_lists_the_cells_of_rows_times_seeds(tmp_path):
 @pytest.mark.parametrize(("edit", "message"), [
     ({"kind": None}, r"has no kind; give kind: one of compare, synthetic, scaling"),
     ({"kind": "grid"}, r"has kind 'grid'; give kind: one of compare, synthetic, scaling"),
-    ({"metrics": "dci"}, r"metrics must be a list of metric names"),
+    ({"metrics": "dci"}, r"metrics: must be a list, got 'dci'"),
     ({"metrics": ["dcii"]}, r"metrics: unknown metric 'dcii'"),
 ])
 def test_a_bad_kind_or_metric_is_one_line_before_anything_is_written(tmp_path, edit, message):

@@ -123,7 +123,8 @@ def test_render_api_and_each_pipelines_module_import_cleanly_without_bpy():
     mods = sorted("ident3d." + module_name(p) for p in (ROOT / "pipelines").glob("*.py"))
     code = (
         "import importlib, sys\n"
-        "import ident3d, ident3d.render, ident3d.render.api, ident3d.render.driver, ident3d.store.zarr_io\n"
+        "import ident3d, ident3d.render, ident3d.render.api, ident3d.render.driver, ident3d.render.worker\n"
+        "import ident3d.store.zarr_io\n"
         "import ident3d.render.latents_io\n"
         "assert 'bpy' not in sys.modules, 'importing render imported bpy'\n"
         f"for name in {mods!r}:\n"

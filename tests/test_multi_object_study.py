@@ -95,8 +95,8 @@ def test_evaluate_help_lists_every_registered_metric():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"metrics": None}, "stores.ood is scored by the config's metrics; add metrics"),
-    ({"stores.bad key": {"n": 8, "resolution": 32, "samples": 1}}, "stores key 'bad key' must be a plain name"),
+    ({"metrics": None}, "stores.ood: is scored by the config's metrics; add metrics"),
+    ({"stores.bad key": {"n": 8, "resolution": 32, "samples": 1}}, "stores: key 'bad key' must be a plain name"),
     ({"stores.ood.support": {"only": {"obj9_pos_x": [0, 1]}}}, "obj9_pos_x"),
 ])
 def test_bad_study_configs_are_one_line_before_anything_renders(tmp_path, change, message):

@@ -69,11 +69,11 @@ def test_a_smoke_run_leaves_the_real_cells_to_come_back(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("config, override, says", [
-    (None, "train.steps=2.5", "train.steps must be a whole number >= 1, got 2.5"),
+    (None, "train.steps=2.5", "train.steps: must be a whole number >= 1, got 2.5"),
     (None, "train.stepz=2", "stepz"),
     (None, "rows[3].hp.p=1", "--set rows[3].hp.p: rows has 1 items (indices 0..0)"),
-    ("configs/da_vs_lt_small.yaml", "stores.train.n=0", "stores.train.n must be a whole number >= 1, got 0"),
-    ("configs/scaling/paper001.yaml", "bogus=1", "(allowed keys: description, kind, name, paper, points)"),
+    ("configs/da_vs_lt_small.yaml", "stores.train.n=0", "stores.train.n: must be a whole number >= 1, got 0"),
+    ("configs/scaling/paper001.yaml", "bogus=1", "bogus: is not a setting here; allowed: name, paper, points, kind, description"),
 ])
 def test_a_bad_override_is_one_line_on_every_kind_and_nothing_is_written(tiny, tmp_path, config, override, says):
     config = tiny if config is None else ROOT / config

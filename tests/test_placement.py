@@ -291,16 +291,19 @@ def test_placement_summary_matches_numpy_by_hand():
 def test_a_store_spec_passes_its_support_into_the_render_and_its_digest():
     """An experiment config's `support:` key is checked with the spec, reaches the render's arguments and changes the
     store's fingerprint digest (a cell keyed on the store sees the held-out corner)."""
-    from ident3d.pipelines.store_specs import check_spec, plan_store, render_args
+    from ident3d.pipelines.store_specs import Store, plan_store, render_args
+    from ident3d.training.hparams import parse_config
+
+    def check_spec(raw: dict):
+        return parse_config(dict[str, Store], {"train": raw}, "config grid.yaml: stores")["train"]
 
     spec = {"n": 8, "resolution": 16, "samples": 1}
     held = {**spec, "support": {"exclude": {"pos_x": [0.2, 1.0]}}}
-    check_spec(held, "train", "grid.yaml")
-    assert render_args(held, "causal3dident")["support"] == held["support"]
-    with pytest.raises(UserError, match=r"config grid.yaml: stores.train.support must be \{exclude"):
-        check_spec({**spec, "support": {"inside": {"pos_x": [0, 1]}}}, "train", "grid.yaml")
-    plain, corner = (plan_store(s, "train", "causal3dident", "grid.yaml").digest for s in (spec, held))
-    assert plain != corner and plain == plan_store({**spec, "support": None}, "train", "causal3dident",
+    assert render_args(check_spec(held), "causal3dident")["support"] == held["support"]
+    with pytest.raises(UserError, match=r"config grid.yaml: stores: train.support: must be \{exclude"):
+        check_spec({**spec, "support": {"inside": {"pos_x": [0, 1]}}})
+    plain, corner = (plan_store(check_spec(s), "train", "causal3dident", "grid.yaml").digest for s in (spec, held))
+    assert plain != corner and plain == plan_store(check_spec({**spec, "support": None}), "train", "causal3dident",
                                                    "grid.yaml").digest
 
 

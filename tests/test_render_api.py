@@ -11,7 +11,7 @@ from helpers import tree_digest
 from ident3d.causal import UserError, load_scm
 from ident3d.pipelines.cli import main
 from ident3d.render import plan_render, render_store
-from ident3d.render.driver import view_seed
+from ident3d.render.worker import view_seed
 
 TINY = {"resolution": 32, "samples": 4}
 

@@ -16,7 +16,7 @@ from helpers import KillOnce, inject_before_commit, tree_digest
 
 from ident3d.causal import load_scm
 from ident3d.pipelines.cli import main
-from ident3d.render.driver import view_seed
+from ident3d.render.worker import view_seed
 
 BASE = ["render", "--scene", "causal3dident", "--n", "10", "--resolution", "32", "--samples", "4",
         "--seed", "5", "--no-progress"]

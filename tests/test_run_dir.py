@@ -46,10 +46,10 @@ def test_load_is_one_line_without_config_or_checkpoint(tmp_path):
 def test_a_synthetic_cell_resumes_only_its_own_run(tmp_path):
     """A grid cell's folder whose saved run differs from the cell's config (edited, or left by other code with the
     same cell key) is refused, not resumed into a mixed run; a matching one resumes and scores."""
-    from ident3d.pipelines.synthetic import run_cell
+    from ident3d.pipelines.synthetic import check_config, run_cell
 
-    cfg = json.loads(json.dumps(TINY_SYNTHETIC))
-    row = cfg["rows"][0]
+    cfg = check_config(json.loads(json.dumps(TINY_SYNTHETIC)), "tiny")
+    row = cfg.rows[0]
     cell = tmp_path / "cell"
     first = run_cell(cfg, row, 0, cell, steps=10, device="cpu")
     assert first["linear_r2"] > 0 and (cell / "checkpoint.pt").exists()

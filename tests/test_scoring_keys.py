@@ -34,10 +34,24 @@ def tiny(metrics=None):
     return cfg, cfg["rows"][0]
 
 
+def typed(cfg: dict, row: dict) -> tuple:
+    """The config (a dict, as a YAML file gives it) and its row, parsed as the engine reads them."""
+    from ident3d.pipelines.synthetic import check_config
+
+    config = check_config(cfg, "tiny")
+    return config, next(r for r in config.rows if r.name == row["name"])
+
+
 def run(cfg, row, cell):
     from ident3d.pipelines.synthetic import run_cell
 
-    return run_cell(cfg, row, 0, cell, steps=None, device="cpu")
+    return run_cell(*typed(cfg, row), 0, cell, steps=None, device="cpu")
+
+
+def synthetic_settings(cfg: dict, row: dict) -> dict:
+    from ident3d.pipelines.synthetic import cell_settings
+
+    return cell_settings(*typed(cfg, row), 0, None)
 
 
 def weights_and_log(cell):
@@ -83,36 +97,40 @@ def test_changing_the_builtin_scores_or_the_metrics_rescores_and_changing_traini
 def test_a_cell_keyed_before_training_and_scoring_were_apart_keeps_its_run(tmp_path, steps_run):
     """A cell.json recorded with one key over everything (training, evaluation, metrics) is re-keyed by its
     training settings: its run is kept (no step), its scores are made again (they have no scoring key)."""
-    from ident3d.pipelines.synthetic import cell_settings
-
     cfg, row = tiny(["mig"])
     cell = tmp_path / "cell"
     run(cfg, row, cell)
     before = weights_and_log(cell)
-    full = keyed(cell_settings(cfg, row, 0, None))
+    full = keyed(synthetic_settings(cfg, row))
     (cell / "cell.json").write_text(json.dumps({"key": cell_key(full), "settings": json.loads(canonical(full))}))
     scores = json.loads((cell / "scores.json").read_text())
     del scores["scoring_key"]
     (cell / "scores.json").write_text(json.dumps(scores))
     again = run(cfg, row, cell)
     assert steps_run[0] == 40 and weights_and_log(cell) == before and not (tmp_path / "cell.stale-1").exists()
-    assert again["scoring_key"] == scoring_key(cell_settings(cfg, row, 0, None))
+    assert again["scoring_key"] == scoring_key(synthetic_settings(cfg, row))
     assert json.loads((cell / "cell.json").read_text())["key"] == cell_key(keyed(split_settings(full)[0]))
     # a legacy cell whose *training* differs is still set aside
     full_other = json.loads(canonical(full))
     full_other["train"]["lr"] = 0.5
     (cell / "cell.json").write_text(json.dumps({"key": cell_key(full_other), "settings": full_other}))
-    assert not matches(cell, cell_settings(cfg, row, 0, None))
+    assert not matches(cell, synthetic_settings(cfg, row))
 
 
 def test_compare_keys_put_test_stores_evaluation_and_metrics_in_scoring_only(monkeypatch):
     import yaml
     from test_synthetic_cells import REPO
 
-    from ident3d.pipelines.compare import cell_settings
+    from ident3d.pipelines.compare import CompareConfig
+    from ident3d.pipelines.compare import cell_settings as compare_settings
+    from ident3d.training.hparams import parse_config
+
+    def cell_settings(raw: dict, row: int, seed: int, stores: dict) -> dict:
+        config = parse_config(CompareConfig, raw, "x")
+        return compare_settings(config, config.rows[row], seed, stores)
 
     cfg = yaml.safe_load((REPO / "configs/da_vs_lt_small.yaml").read_text())
-    row, stores = cfg["rows"][0], {"train": "sha-train", "test": "sha-test"}
+    row, stores = 0, {"train": "sha-train", "test": "sha-test"}
     base = cell_settings(cfg, row, 0, stores)
     training = cell_key(split_settings(base)[0])
     for changed in (cell_settings(cfg, row, 0, {**stores, "test": "another"}),

@@ -96,15 +96,17 @@ def test_supervised_on_a_synthetic_source_recovers_its_latents(tmp_path):
 
 
 def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
+    from ident3d.causal.yamlnum import load_yaml
     from ident3d.evaluation.ceiling import ceiling_fractions, verdict
     from ident3d.pipelines.compare import CEILING_ROW, check_config, load_config, side_by_side
 
     cfg = load_config("configs/da_vs_lt_small.yaml")
-    assert cfg["rows"][-1] == CEILING_ROW and len(cfg["rows"]) == 13
-    off = check_config({**load_config("configs/da_vs_lt_small.yaml"), "ceiling": False, "rows": cfg["rows"][:2]}, "x")
-    assert [r["name"] for r in off["rows"]] == [r["name"] for r in cfg["rows"][:2]]  # no second ceiling row
-    table = {"A": {"c1": (0.4, 0.0), "c2": (0.2, 0.0)}, CEILING_ROW["name"]: {"c1": (0.8, 0.0), "c2": (0.0, 0.0)}}
-    frac = ceiling_fractions(table, CEILING_ROW["name"])
+    assert cfg.rows[-1] == CEILING_ROW and len(cfg.rows) == 13
+    raw = load_yaml(open("configs/da_vs_lt_small.yaml").read())
+    off = check_config({**raw, "ceiling": False, "rows": raw["rows"][:2]}, "x")
+    assert [r.name for r in off.rows] == [r.name for r in cfg.rows[:2]]  # no ceiling row
+    table = {"A": {"c1": (0.4, 0.0), "c2": (0.2, 0.0)}, CEILING_ROW.name: {"c1": (0.8, 0.0), "c2": (0.0, 0.0)}}
+    frac = ceiling_fractions(table, CEILING_ROW.name)
     assert frac["A"]["c1"] == pytest.approx(0.5) and np.isnan(frac["A"]["c2"]) and list(frac) == ["A"]
     # ours 0.4 vs paper 0.9: the ceiling (0.8) is below the paper -> bounded; ceiling 0.95 -> open (the method's)
     assert verdict(0.4, 0.9, 0.5) == "bounded" and verdict(0.4, 0.9, 0.95) == "open"
@@ -112,8 +114,8 @@ def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
     from ident3d.evaluation.report import PAPER_COLUMNS
 
     cols = list(PAPER_COLUMNS)
-    grid = {r["name"]: {c: (0.3, 0.0) for c in cols} for r in cfg["rows"]}
-    grid[CEILING_ROW["name"]] = {c: (0.35, 0.0) for c in cols}
+    grid = {r.name: {c: (0.3, 0.0) for c in cols} for r in cfg.rows}
+    grid[CEILING_ROW.name] = {c: (0.35, 0.0) for c in cols}
     text = side_by_side(cfg, grid)
     assert "| supervised (ceiling) | 0.35 |" in text and "0.30 / 1.00 bounded" in text and "0.30 / 0.28 =" in text
 

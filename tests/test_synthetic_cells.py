@@ -105,24 +105,29 @@ def test_cells_on_two_workers_score_as_in_one_process(tmp_path):
 def test_compare_cells_use_the_same_keys(tmp_path):
     """compare keys its (view maker, seed) cells by the same helper: a cell trained with other steps is moved aside."""
     from ident3d.pipelines.cells import claim_cell, matches
-    from ident3d.pipelines.compare import cell_settings
+    from ident3d.pipelines.compare import CompareConfig, cell_settings
+    from ident3d.training.hparams import parse_config
 
-    cfg = yaml.safe_load((REPO / "configs/da_vs_lt_small.yaml").read_text())
+    raw = yaml.safe_load((REPO / "configs/da_vs_lt_small.yaml").read_text())
+
+    def settings(stores: dict[str, str]) -> dict:
+        cfg = parse_config(CompareConfig, raw, "x")
+        return cell_settings(cfg, cfg.rows[0], 0, stores)
+
     stores = {"train": "sha-train", "test": "sha-test"}
-    row = cfg["rows"][0]
     cell = tmp_path / "cells" / "seed0"
-    claim_cell(cell, cell_settings(cfg, row, 0, stores), say=lambda text: None)
+    claim_cell(cell, settings(stores), say=lambda text: None)
     (cell / "report.json").write_text("{}")
-    assert matches(cell, cell_settings(cfg, row, 0, stores))
-    cfg["train"]["hp"]["tau"] = 1  # the same value in another type
-    assert matches(cell, cell_settings(cfg, row, 0, stores))
-    cfg["train"]["steps"] = 500
+    assert matches(cell, settings(stores))
+    raw["train"]["hp"]["tau"] = 1  # the same value in another type
+    assert matches(cell, settings(stores))
+    raw["train"]["steps"] = 500
     said = []
-    claim_cell(cell, cell_settings(cfg, row, 0, stores), say=said.append)
+    claim_cell(cell, settings(stores), say=said.append)
     assert not (cell / "report.json").exists() and (tmp_path / "cells/seed0.stale-1/report.json").exists()
     assert "train.steps 250 -> 500" in said[0]
-    assert not matches(cell, cell_settings(cfg, row, 0, {**stores, "train": "another train store"}))
-    assert matches(cell, cell_settings(cfg, row, 0, {**stores, "test": "another test store"}))  # scoring only
+    assert not matches(cell, settings({**stores, "train": "another train store"}))
+    assert matches(cell, settings({**stores, "test": "another test store"}))  # scoring only
 
 
 # ----- item 2: --out must be a synthetic output ----------------------------------------------------------------
@@ -155,15 +160,15 @@ def _edit(path, value):
 
 
 @pytest.mark.parametrize("edit,expected", [
-    (_edit(["evaluate", "fit"], -10), "evaluate.fit must be a whole number >= 10 (held-out draws), got -10"),
+    (_edit(["evaluate", "fit"], -10), "evaluate.fit: must be a whole number >= 10, got -10"),
     (_edit(["evaluate", "n_fit"], 500), "evaluate.n_fit is now evaluate.fit, the name every experiment kind uses"),
-    (_edit(["evaluate", "kernel"], "yes"), "evaluate.kernel must be true or false, got 'yes'"),
-    (_edit(["train", "amp"], "maybe"), "train.amp must be true or false, got 'maybe'"),
-    (_edit(["rows", 0, "expect"], {"linear_r2": {"min": "high"}}), "rows[0] (box normal): expect.linear_r2 must be"),
-    (_edit(["rows", 0, "note"], ["a", "list"]), "rows[0] (box normal): note must be text"),
+    (_edit(["evaluate", "kernel"], "yes"), "evaluate.kernel: must be true or false, got 'yes'"),
+    (_edit(["train", "amp"], "maybe"), "train.amp: must be true or false, got 'maybe'"),
+    (_edit(["rows", 0, "expect"], {"linear_r2": {"min": "high"}}), "rows[0].expect.linear_r2.min: must be a finite number or null, got 'high'"),
+    (_edit(["rows", 0, "note"], ["a", "list"]), "rows[0].note: must be text, got ['a', 'list']"),
     (_edit(["rows", 0, "hp"], {"p": 2, "tau": "abc"}),
      "rows[0] (box normal): objective lp_infonce's hyperparameter tau must be a finite number > 0, got 'abc'"),
-    (_edit(["seeds"], [0, -1]), "seeds must be a list of whole numbers >= 0"),
+    (_edit(["seeds"], [0, -1]), "seeds[1]: must be a whole number >= 0, got -1"),
 ])
 def test_bad_config_is_refused_before_any_work(tmp_path, edit, expected):
     cfg = json.loads(json.dumps(CFG))

@@ -11,23 +11,30 @@ import pytest
 import yaml
 from helpers import read_png
 
+from ident3d.causal.yamlnum import load_yaml
 from ident3d.pipelines.cli import main
-from ident3d.pipelines.synthetic import load_config, run_synthetic, slug
+from ident3d.pipelines.synthetic import check_config, run_synthetic, slug
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "synthetic"
 
 
 def small(name: str, row: int, **train) -> dict:
-    """Config ``name`` cut to one row, with a cheaper schedule and evaluation (same source kind and objective)."""
-    cfg = copy.deepcopy(load_config(CONFIGS / f"{name}.yaml"))
+    """Config ``name`` cut to one row, with a cheaper schedule and evaluation (same source kind and objective), as
+    the YAML file gives it (a dict; ``run`` parses it)."""
+    cfg = load_yaml((CONFIGS / f"{name}.yaml").read_text())
     cfg["rows"] = [cfg["rows"][row]]
     cfg["train"].update({"checkpoint_every": 10_000, "warmup_steps": 0, "schedule": "constant", **train})
     cfg["evaluate"] = {"fit": 2000, "score": 2000}
     return cfg
 
 
+def run(cfg: dict, out: Path, **kwargs) -> dict:
+    """``run_synthetic`` on the parsed config ``cfg``, seed 0."""
+    return run_synthetic(check_config(copy.deepcopy(cfg), "test"), out, seeds=[0], progress=False, **kwargs)
+
+
 def scores(cfg: dict, out: Path, steps: int) -> dict:
-    table = run_synthetic(cfg, out, seeds=[0], steps=steps, progress=False, figures=False)
+    table = run(cfg, out, steps=steps, figures=False)
     return {k: v["mean"] for k, v in table["rows"][cfg["rows"][0]["name"]]["stats"].items()}
 
 
@@ -55,14 +62,14 @@ def test_cells_resume_and_finished_cells_are_kept(tmp_path, capsys):
     out = tmp_path / "run"
     cell = out / "cells" / slug(cfg["rows"][0]["name"]) / "seed_0"
     cfg["train"]["checkpoint_every"] = 5
-    table = run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=True)
+    table = run(cfg, out, steps=10, figures=True)
     first = (cell / "scores.json").read_text()
     (cell / "scores.json").unlink()  # as if stopped after the last checkpoint, before scoring
-    again = run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=False)
+    again = run(cfg, out, steps=10, figures=False)
     log = [json.loads(line)["step"] for line in (cell / "metrics.jsonl").read_text().splitlines()]
     assert log == [10]  # not trained again
     assert (cell / "scores.json").read_text() == first and again["rows"] == table["rows"]
-    run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=False)
+    run(cfg, out, steps=10, figures=False)
     assert (cell / "scores.json").read_text() == first
     assert {p.name for p in out.iterdir()} >= {"table.md", "table.csv", "table.json", "figures"}
     figure = out / "figures" / f"{slug(cfg['rows'][0]['name'])}.png"
@@ -72,7 +79,7 @@ def test_cells_resume_and_finished_cells_are_kept(tmp_path, capsys):
     (cell / "checkpoint.pt").unlink()
     before = figure.read_bytes()
     capsys.readouterr()
-    assert run_synthetic(cfg, out, seeds=[0], steps=10, progress=False, figures=True)["rows"] == table["rows"]
+    assert run(cfg, out, steps=10, figures=True)["rows"] == table["rows"]
     assert figure.read_bytes() == before and "has no checkpoint.pt to draw from" in capsys.readouterr().out
 
 
@@ -109,7 +116,7 @@ def test_paper003_gin_separates_the_informative_dims(tmp_path):
     cfg = small("paper003", 0, schedule="step", batch_size=500)  # augment 2 dims
 
     def stats(steps: int, out: str) -> dict:
-        table = run_synthetic(cfg, tmp_path / out, seeds=[0], steps=steps, progress=False, figures=False)
+        table = run(cfg, tmp_path / out, steps=steps, figures=False)
         return {k: v["mean"] for k, v in table["rows"][cfg["rows"][0]["name"]]["stats"].items()}
 
     before, after = stats(1, "before"), stats(150, "after")
@@ -122,7 +129,7 @@ def test_a_diverging_cell_is_reported_and_the_others_go_on(tmp_path):
     bad = copy.deepcopy(cfg["rows"][0])
     bad["name"], bad["train"] = "exploding lr", {"lr": 1e12}
     cfg["rows"].append(bad)
-    table = run_synthetic(cfg, tmp_path, seeds=[0], steps=20, progress=False, figures=False)
+    table = run(cfg, tmp_path, steps=20, figures=False)
     assert table["rows"][cfg["rows"][0]["name"]]["stats"]["linear_r2"]["n"] == 1
     assert "exploding lr" not in table["rows"]  # named below the table instead, as every kind names them
     assert [(d["row"], d["seed"]) for d in table["diverged"]] == [("exploding lr", 0)]

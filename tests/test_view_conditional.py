@@ -56,5 +56,5 @@ def test_paper001_3dident_config_plans_its_stores_with_the_conditional():
     from ident3d.pipelines.store_specs import render_args
 
     cfg = load_config("configs/paper001_3dident.yaml")
-    assert [r["views"] for r in cfg["rows"]] == ["lt_nn:positions+rotations+hues", "lt_exact:near", "labels"]
-    assert render_args(cfg["stores"]["train"], cfg["scene"])["view_conditional"] == "normal:0.1"
+    assert [r.views for r in cfg.rows] == ["lt_nn:positions+rotations+hues", "lt_exact:near", "labels"]
+    assert render_args(cfg.stores["train"], cfg.scene)["view_conditional"] == "normal:0.1"

@@ -17,10 +17,12 @@ expected: ``objective infonce's hyperparameter tau must be a finite number > 0, 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
 import math
+import operator
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -47,10 +49,15 @@ class Range:
     def text(self) -> str:
         """'> 0', '>= 1', 'in [0, 1]', ..."""
         if self.ge is not None and self.le is not None:
-            return f"in [{self.ge:g}, {self.le:g}]"
-        parts = [f"{op} {v:g}" for op, v in ((">", self.gt), (">=", self.ge), ("<", self.lt), ("<=", self.le))
+            return f"in [{_num(self.ge)}, {_num(self.le)}]"
+        parts = [f"{op} {_num(v)}" for op, v in ((">", self.gt), (">=", self.ge), ("<", self.lt), ("<=", self.le))
                  if v is not None]
         return " and ".join(parts)
+
+
+def _num(v: float) -> str:
+    """A bound as written: a whole number in full (2**63 - 1, not 9.22337e+18), else compactly."""
+    return str(v) if isinstance(v, int) else f"{v:g}"
 
 
 Positive = Annotated[float, Range(gt=0)]
@@ -242,3 +249,154 @@ def check_keywords(kind: str, name: str, cls: Any, given: dict[str, Any], flag: 
     if unknown:
         takes = ", ".join(allowed) or "none"
         raise UserError(f"{kind} {name} has no {flag} {unknown[0]!r}; it takes: {takes}")
+
+
+# ----- whole configs: nested dataclasses, lists and mappings, parsed by their annotations ---------------------
+@dataclass(frozen=True)
+class PartialOf:
+    """``Annotated[dict[str, Any], PartialOf(TrainConfig, exclude=..., extra=...)]``: a mapping of some of a
+    dataclass's fields (each held to that field's annotation) plus ``extra`` keys of their own types; parsed to a
+    plain dict of the keys given (a section that rows override key by key)."""
+
+    of: type
+    exclude: frozenset[str] = frozenset()
+    extra: tuple[tuple[str, Any], ...] = ()  # (key, annotation) pairs (hashable, as Annotated's metadata must be)
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """``Annotated[A | B | C, Tagged(pick)]``: a union of dataclasses whose member ``pick(value, path)`` names (a tagged
+    union: e.g. a store spec is a dataset, sequence or image store by the keys it has)."""
+
+    pick: Callable[[Any], type]
+
+
+@dataclass(frozen=True)
+class NonBlank:
+    """``Annotated[str, NonBlank()]``: text that is not empty or only spaces (a name)."""
+
+
+class ConfigError(UserError):
+    """A value of a config that does not fit its declaration, at ``path`` (``rows[2].train.steps``)."""
+
+    def __init__(self, path: str, text: str) -> None:
+        super().__init__(f"{path}: {text}" if path else text)
+        self.path, self.text = path, text
+
+
+def _at(path: str, key: str | int) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else key)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def _shape(ann: Any) -> str:
+    """What a value of ``ann`` is, in words, for an error."""
+    if dataclasses.is_dataclass(ann):
+        return "a mapping"
+    origin = typing.get_origin(ann)
+    if origin in (list, tuple, Sequence):
+        return "a list"
+    if origin in (dict, Mapping):
+        return "a mapping"
+    return _param("", ann, None).expected()
+
+
+def parse(ann: Any, value: Any, path: str = "") -> Any:
+    """``value`` (parsed YAML) checked against the annotation ``ann`` and converted: a dataclass from a mapping
+    (unknown and missing keys refused, each field by its own annotation, then its ``__post_init__`` checks), a tuple
+    from a list, a dict from a mapping, a tagged union, or a scalar as the hyperparameters are (``Param``). The
+    first value that does not fit is one ``ConfigError`` line naming its key path:
+    ``rows[2].train.steps: must be a whole number >= 1, got 2.5``."""
+    meta: list[Any] = []
+    optional = False
+    while True:  # peel Annotated[...] (keeping its metadata) and X | None (keeping that null is allowed)
+        if typing.get_origin(ann) is Annotated:
+            ann, *more = typing.get_args(ann)
+            meta += more
+        elif typing.get_origin(ann) in (typing.Union, types.UnionType) and type(None) in typing.get_args(ann):
+            optional = True
+            if value is None:
+                return None
+            args = [a for a in typing.get_args(ann) if a is not type(None)]
+            ann = functools.reduce(operator.or_, args)  # what is left of the union
+        else:
+            break
+    for m in meta:
+        if isinstance(m, PartialOf):
+            return _parse_partial(m, value, path)
+        if isinstance(m, Tagged):
+            return parse(m.pick(value, path), value, path)  # the member the value's keys name
+    origin = typing.get_origin(ann)
+    if origin in (typing.Union, types.UnionType):  # e.g. str | int: the first member the value fits
+        wants = []
+        for member in typing.get_args(ann):
+            try:
+                return parse(typing.Annotated[(member, *meta)] if meta else member, value, path)
+            except ConfigError as exc:
+                wants.append(exc.text.removeprefix("must be ").split(", got ")[0])
+        raise ConfigError(path, f"must be {' or '.join(wants)}{' or null' if optional else ''}, got {show(value)}")
+    if dataclasses.is_dataclass(ann):
+        return _parse_dataclass(ann, value, path)
+    if origin in (list, tuple, Sequence) and not (typing.get_args(ann)[:1] in ((int,), (float,)) and any(
+            isinstance(m, Range) for m in meta)):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(path, f"must be a list, got {show(value)}")
+        item = typing.get_args(ann)[0] if typing.get_args(ann) else Any
+        return tuple(parse(item, v, _at(path, i)) for i, v in enumerate(value))
+    if origin in (dict, Mapping):
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(path, f"must be a mapping, got {show(value)}")
+        item = typing.get_args(ann)[1] if typing.get_args(ann) else Any
+        return {k: parse(item, v, _at(path, k)) for k, v in value.items()}
+    param = _param(path, typing.Annotated[(ann, *meta)] if meta else ann, None)
+    if optional:
+        param = dataclasses.replace(param, optional=True)
+    try:
+        out = param.convert(value)
+    except ValueError:
+        raise ConfigError(path, f"must be {param.expected()}, got {show(value)}") from None
+    if any(isinstance(m, NonBlank) for m in meta) and isinstance(out, str) and not out.strip():
+        raise ConfigError(path, f"must be text that is not blank, got {show(value)}")
+    return out
+
+
+def _parse_dataclass(cls: type, value: Any, path: str) -> Any:
+    """A dataclass from a mapping of its fields (the required ones given, no unknown ones)."""
+    fields_ = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    if not isinstance(value, dict):
+        raise ConfigError(path, f"must be a mapping with keys {', '.join(fields_)}, got {show(value)}")
+    if unknown := [k for k in value if k not in fields_]:
+        raise ConfigError(_at(path, str(unknown[0])), f"is not a setting here; allowed: {', '.join(fields_)}")
+    required = [n for n, f in fields_.items() if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING]
+    if missing := [k for k in required if k not in value]:
+        raise ConfigError(_at(path, missing[0]), f"is missing (required: {', '.join(required)})")
+    hints = _hints(cls)
+    args = {k: parse(hints[k], v, _at(path, k)) for k, v in value.items()}
+    try:
+        return cls(**args)
+    except ConfigError as exc:  # a cross-field rule of __post_init__, at a path below this one
+        raise ConfigError(_at(path, exc.path) if exc.path else path, exc.text) from None
+
+
+def _parse_partial(spec: PartialOf, value: Any, path: str) -> dict[str, Any]:
+    """Some of a dataclass's fields (and ``extra`` keys), each by its annotation, as a dict of the keys given."""
+    hints = {**{k: v for k, v in _hints(spec.of).items() if k not in spec.exclude}, **dict(spec.extra)}
+    if not isinstance(value, dict):
+        raise ConfigError(path, f"must be a mapping of settings ({', '.join(sorted(hints))}), got {show(value)}")
+    if unknown := [k for k in value if k not in hints]:
+        raise ConfigError(_at(path, str(unknown[0])), f"is not a setting here; allowed: {', '.join(sorted(hints))}")
+    return {k: parse(hints[k], v, _at(path, k)) for k, v in value.items()}
+
+
+def parse_config(cls: type, value: Any, head: str) -> Any:
+    """A whole config of type ``cls``; an error is one line ``HEAD: PATH: what is wrong`` (``head``: e.g.
+    ``config configs/x.yaml``)."""
+    try:
+        return parse(cls, value)
+    except ConfigError as exc:
+        raise UserError(f"{head}: {exc}") from None

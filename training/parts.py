@@ -4,20 +4,19 @@ read (numbers, names, hyperparameter keys and types, view counts): shared by sto
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from ident3d.causal.errors import UserError
 from ident3d.store.memory import available_memory, check_fits
+from ident3d.training.config import TrainConfig
 from ident3d.training.encoder_base import Encoder
 from ident3d.training.encoders import build_encoder
-from ident3d.training.hparams import check_keywords, coerce
+from ident3d.training.hparams import check_keywords, coerce, declared, show
 from ident3d.training.model_memory import check_model_memory
 from ident3d.training.objective_parts.base import Objective
 from ident3d.training.objectives import OBJECTIVES
 from ident3d.training.registry import FIXED_ARGS
-from ident3d.training.schedule import SCHEDULES
 from ident3d.training.views.base import DEFAULT_VIEWS
 
 
@@ -31,46 +30,28 @@ class Run:
     loader: Any
 
 
-SEED_MAX = 2**63 - 1  # torch.manual_seed's largest seed (it refuses 2**64 and above, wraps the signed range)
-
 # arguments the trainer passes itself: not settable through --hp / --encoder-arg
 _FIXED_ARGS = {"self", *FIXED_ARGS}
 
 
+EXAMPLES = {"lr": "1e-3", "steps": "300", "log_every": "10", "checkpoint_every": "100", "out_dim": "10", "seed": "0",
+            "batch_size": "128", "grad_clip": "1.0", "warmup_steps": "100", "schedule": "cosine", "num_workers": "0",
+            "n_views": "10"}  # what an error suggests for a setting
+
+
 def check_numbers(cfg: Any, flag: Any = lambda key: "--" + key.replace("_", "-")) -> None:
-    """Refuse numeric settings that would crash or silently misbehave later (NaN/inf/negative learning rate,
-    zero steps, a zero checkpoint or log interval, ...); ``flag(key)`` names the setting in the message."""
-    def bad(key: str, want: str, example: str) -> UserError:
+    """Refuse settings that would crash or silently misbehave later (NaN/inf/negative learning rate, zero steps, a
+    zero checkpoint or log interval, ...), each held to its declaration in ``TrainConfig``'s annotations;
+    ``flag(key)`` names the setting in the message."""
+    for key, param in declared(TrainConfig).items():
+        if param.kind not in ("number", "whole", "bool", "choice"):
+            continue
         value = getattr(cfg, key)
-        return UserError(f"{flag(key)} must be {want}, got {value!r}; e.g. {flag(key)} {example}")
-
-    if not _finite(cfg.lr) or cfg.lr <= 0:
-        raise bad("lr", "a positive finite number", "1e-3")
-    for key, example in (("steps", "300"), ("log_every", "10"), ("checkpoint_every", "100"), ("out_dim", "10")):
-        if not isinstance(getattr(cfg, key), int) or getattr(cfg, key) < 1:
-            raise bad(key, "a whole number >= 1", example)
-    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or not 0 <= cfg.seed <= SEED_MAX:
-        raise bad("seed", f"a whole number from 0 to {SEED_MAX} (torch's seed range)", "0")
-    if not isinstance(cfg.batch_size, int) or cfg.batch_size < 2:
-        raise bad("batch_size", "a whole number >= 2", "128")
-    if not _finite(cfg.grad_clip) or cfg.grad_clip < 0:
-        raise bad("grad_clip", "a finite number >= 0 (0: off)", "1.0")
-    if not isinstance(cfg.warmup_steps, int) or isinstance(cfg.warmup_steps, bool) or cfg.warmup_steps < 0:
-        raise bad("warmup_steps", "a whole number >= 0 (0: no warm-up)", "100")
-    if cfg.schedule not in SCHEDULES:
-        raise bad("schedule", f"one of {', '.join(SCHEDULES)}", "cosine")
-    if not isinstance(cfg.num_workers, int) or cfg.num_workers < 0:
-        raise bad("num_workers", "a whole number >= 0", "0")
-    if not isinstance(cfg.n_views, int) or isinstance(cfg.n_views, bool) or cfg.n_views < 2:
-        raise bad("n_views", "a whole number >= 2", "10")
-    for key in ("amp", "allow_partial", "tensorboard"):
-        if not isinstance(getattr(cfg, key), bool):
-            raise UserError(f"{flag(key)} must be true or false, got {getattr(cfg, key)!r}")
-
-
-def _finite(x: Any) -> bool:
-    """True for a real finite number (not a bool, string or NaN/inf)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        try:
+            param.convert(value)
+        except ValueError:
+            example = f"; e.g. {flag(key)} {EXAMPLES[key]}" if key in EXAMPLES else ""
+            raise UserError(f"{flag(key)} must be {param.expected()}, got {show(value)}{example}") from None
 
 
 def resolve_args(cfg: Any) -> tuple[type[Objective], type[Encoder]]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-SCHEDULES = ("constant", "cosine", "step")
+from ident3d.training.config import SCHEDULES  # noqa: F401 - the names, owned by TrainConfig's declaration
+
 STEP_DROP_AT = 50 / 80  # "step": lr x 0.1 for the last 30 of 80 epochs, paper 003's GIN schedule
 
 

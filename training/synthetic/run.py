@@ -59,12 +59,14 @@ def batches(source: VectorSource, start: int, rank: int = 0, world: int = 1) -> 
         b += 1
 
 
-def train_config(cfg: Mapping[str, Any], row: Mapping[str, Any], seed: int, steps: int | None, device: str) -> Any:
-    """The TrainConfig of one cell of a synthetic config: its train section, the row's overrides, the row's source and
-    hp (what ``ident3d synthetic`` trains, and what benchmarks/synthetic_step.py times)."""
+def train_config(train: Mapping[str, Any], source: Mapping[str, Any], hp: Mapping[str, Any], seed: int,
+                 steps: int | None, device: str) -> Any:
+    """The TrainConfig of one cell of a synthetic experiment: its training settings (a config's train section with a
+    row's on top), the row's source and hp (what ``ident3d synthetic`` trains, and what
+    benchmarks/synthetic_step.py times)."""
     from ident3d.training.config import SYNTHETIC, TrainConfig
 
-    settings = {**(cfg.get("train") or {}), **(row.get("train") or {})}
+    settings = dict(train)
     allowed = {f.name for f in fields(TrainConfig)} - {"data", "source", "seed", "objective_args", "normalize",
                                                         "device", "views"}
     unknown = sorted(set(settings) - allowed)
@@ -72,8 +74,8 @@ def train_config(cfg: Mapping[str, Any], row: Mapping[str, Any], seed: int, step
         raise UserError(f"train has no setting {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
     if steps is not None:
         settings["steps"] = steps
-    return TrainConfig(data=SYNTHETIC, views="synthetic", source=dict(row["source"]),
-                       objective_args=dict(row.get("hp") or {}), seed=seed, device=device, **settings)
+    return TrainConfig(data=SYNTHETIC, views="synthetic", source=dict(source), objective_args=dict(hp), seed=seed,
+                       device=device, **settings)
 
 
 def build_synthetic_run(cfg: Any, start_batch: int = 0, rank: int = 0, world: int = 1,
