@@ -8,13 +8,15 @@ import sys
 from collections.abc import Sequence
 
 from ident3d.causal.errors import UserError
+from ident3d.pipelines import kinds
 
 # subcommand -> its module in pipelines/; only the module of the command being run is imported, so `ident3d
-# render` (and every Dask worker process, which re-imports the main script) does not pay for torch and the rest
+# render` (and every Dask worker process, which re-imports the main script) does not pay for torch and the rest; each
+# experiment kind (pipelines/kinds/) is a subcommand of its name
 COMMANDS = {"demo": "demo", "sample": "sample", "scm": "scm", "render": "render", "show": "show", "check": "check",
-            "train": "train", "evaluate": "evaluate", "experiment": "experiment_cmd", "compare": "compare",
-            "synthetic": "synthetic", "scaling": "scaling", "dataset": "dataset", "probe": "probe",
-            "import": "import_data", "export": "export_data"}
+            "train": "train", "evaluate": "evaluate", "experiment": "experiment_cmd", "dataset": "dataset",
+            "probe": "probe", "import": "import_data", "export": "export_data",
+            **{name: f"kinds.{name}" for name in kinds.names()}}
 
 
 class _Parser(argparse.ArgumentParser):

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"ident3d demo: render {stores['train']['n']} + {stores['test']['n']} Causal3DIdent images, train "
           f"{len(DEMO_CONFIG['rows'])} models and their supervised ceiling ({train['steps']} steps each), evaluate "
           f"them -> {args.out}/ (a few minutes on 2 CPU cores; a re-run skips what is done)", flush=True)
-    from ident3d.pipelines.compare import check_config, run_compare
+    from ident3d.pipelines.kinds.compare import check_config, run_compare
 
     cfg = check_config(DEMO_CONFIG, "demo")
     result = run_compare(cfg, Path(args.out), progress=not args.no_progress)

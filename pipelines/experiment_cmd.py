@@ -1,11 +1,11 @@
-"""``ident3d experiment CONFIG``: run any experiment config, of the kind its required ``kind:`` key names (compare,
-synthetic, scaling; ``ident3d compare|synthetic|scaling --config`` are aliases with the kind implied). ``--dry-run``
-checks the whole config and lists its cells and where they go, without rendering, training or writing anything."""
+"""``ident3d experiment CONFIG``: run any experiment config, of the kind its required ``kind:`` key names (a module of
+``pipelines/kinds/``: compare, synthetic, scaling, ...; ``ident3d KIND --config`` is an alias with the kind implied).
+``--dry-run`` checks the whole config and lists its cells and where they go, without rendering, training or writing
+anything."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -14,20 +14,19 @@ from typing import Any
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.experiment import slug
 from ident3d.pipelines.files import check_output_dir, read_yaml_config
+from ident3d.pipelines.kinds import module, names
 from ident3d.pipelines.overrides import add_set_flag
-
-KINDS = ("compare", "synthetic", "scaling")  # each the module ident3d.pipelines.KIND: load_config, plan, run
 
 
 def kind_of(path: str | Path) -> tuple[str, ModuleType]:
     """The config's ``kind`` and its module; a config without one (or with another) is refused in one line."""
     raw = read_yaml_config(path, "configs/")
     kind = raw.get("kind") if isinstance(raw, dict) else None
-    if kind not in KINDS:
+    if kind not in names():
         got = "no kind" if kind is None else f"kind {kind!r}"
-        raise UserError(f"config {path}: has {got}; give kind: one of {', '.join(KINDS)} (the experiment it "
+        raise UserError(f"config {path}: has {got}; give kind: one of {', '.join(names())} (the experiment it "
                         "describes, see docs/experiments.md)")
-    return kind, importlib.import_module(f"ident3d.pipelines.{kind}")
+    return kind, module(kind)
 
 
 def default_out(kind: str, name: Any) -> Path:
@@ -38,13 +37,13 @@ def default_out(kind: str, name: Any) -> Path:
 def dry_run(path: str | Path, out: str | Path | None = None, overrides: Sequence[str] = ()) -> str:
     """Check the whole config with its ``--set`` ``overrides`` (as running it would, before any work) and list its
     cells: the text printed."""
-    kind, module = kind_of(path)
+    kind, kind_module = kind_of(path)
     if out:
         check_output_dir(out)
     missing: list[str] = []  # a synthetic source's dataset that is not here: said, not refused
-    cfg = module.load_config(path, missing, overrides) if kind == "synthetic" else module.load_config(path, overrides)
+    cfg = kind_module.load_config(path, overrides, missing)
     where = Path(out) if out else default_out(kind, cfg.name)
-    cells = module.plan(cfg, where)
+    cells = kind_module.plan(cfg, where)
     lines = [f"config {path}: ok; kind {kind}, experiment {cfg.name or kind!r}, {len(cells)} cells -> {where}"]
     lines += [f"  {row}, seed {seed}: {folder}" for row, seed, folder in cells]
     lines += [f"note: running it needs data that are not here: {text}" for text in missing]
@@ -80,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(dry_run(args.config, args.out, args.set))
         return 0
-    kind, module = kind_of(args.config)
-    ns = alias_args(kind, module, args.config, args.out or "-")  # the alias's own defaults for its other flags
+    kind, kind_module = kind_of(args.config)
+    ns = alias_args(kind, kind_module, args.config, args.out or "-")  # the alias's own defaults for its other flags
     for flag in ("layer", "overwrite"):  # given, they must be flags of the kind's own command
         if getattr(args, flag) and not hasattr(ns, flag):
             raise UserError(f"--{flag} applies to compare and scaling configs; {args.config} is a {kind} one")
@@ -90,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     ns.workers, ns.scheduler, ns.no_progress, ns.set = args.workers, args.scheduler, args.no_progress, args.set
     raw = read_yaml_config(args.config, "configs/", args.set)
     ns.out = args.out or str(default_out(kind, raw.get("name") if isinstance(raw, dict) else None))
-    return int(module.run(ns) or 0)
+    return int(kind_module.run(ns) or 0)
 
 
 def alias_args(kind: str, module: ModuleType, config: str, out: str) -> argparse.Namespace:
@@ -103,22 +102,13 @@ def alias_args(kind: str, module: ModuleType, config: str, out: str) -> argparse
 
 def cell_keys(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, dict[str, str]]:
     """Every cell of a config as ``"ROW/seed_S"`` (a scaling point's rows as ``POINT/ROW``) -> its training key and
-    scoring key, as the engine derives them when it runs the cell (``ident3d.pipelines.cells``); nothing is written.
-    What the goldens record so that a change to how configs are read cannot silently re-key (and retrain) a cell."""
-    from ident3d.pipelines import compare, synthetic
+    scoring key, as the engine derives them when it runs the cell (the kind's ``cell_settings_of``, which its
+    ``cells`` claims); nothing is written. What the goldens record so that a change to how configs are read cannot
+    silently re-key (and retrain) a cell."""
     from ident3d.pipelines.cells import cell_key, keyed, scoring_key, split_settings
 
-    kind, module = kind_of(path)
+    _, kind_module = kind_of(path)
     missing: list[str] = []  # data a synthetic source reads that is not here: its cells are keyed all the same
-    cfg = module.load_config(path, missing, overrides) if kind == "synthetic" else module.load_config(path, overrides)
-    grids = [(f"{p.name}/", p.compare) for p in cfg.points] if kind == "scaling" else [("", cfg)]
-    out = {}
-    for prefix, grid in grids:
-        digests = compare.plan_stores(grid) if kind != "synthetic" else {}
-        for row in grid.rows:
-            for seed in grid.seeds:
-                settings = (synthetic.cell_settings(grid, row, seed, None) if kind == "synthetic"
-                            else compare.cell_settings(grid, row, seed, digests))
-                out[f"{prefix}{row.name}/seed_{seed}"] = {
-                    "training": cell_key(keyed(split_settings(settings)[0])), "scoring": scoring_key(settings)}
-    return out
+    cfg = kind_module.load_config(path, overrides, missing)
+    return {cell: {"training": cell_key(keyed(split_settings(settings)[0])), "scoring": scoring_key(settings)}
+            for cell, settings in kind_module.cell_settings_of(cfg).items()}

@@ -48,7 +48,7 @@ def test_bad_config_exit_2(tmp_path, edit, expected):
 
 
 def test_rows_may_override_the_train_section():
-    from ident3d.pipelines.compare import load_config, row_train
+    from ident3d.pipelines.kinds.compare import load_config, row_train
 
     cfg = load_config("configs/da_vs_lt_small_generative.yaml")
     own = [row_train(cfg, r) for r in cfg.rows]
@@ -114,7 +114,7 @@ def test_demo_end_to_end(tmp_path, capsys):
 def test_a_diverging_cell_is_reported_and_the_grid_goes_on(tmp_path):
     """One divergence policy for every experiment (as synthetic's): the diverging cell is named in the table and
     left out, the others are tabulated, and it has no report, so running again retries it."""
-    from ident3d.pipelines.compare import check_config, run_compare
+    from ident3d.pipelines.kinds.compare import check_config, run_compare
 
     store = {"resolution": 16, "samples": 1, "seed": 0}
     cfg = check_config({

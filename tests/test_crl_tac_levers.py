@@ -68,7 +68,7 @@ def test_the_engine_keys_of_the_existing_configs_are_unchanged():
     """A row that names no lever resolves to the settings it had before the levers: the cell key of
     configs/crl_tac_mnist5k.yaml's first row, seed 0, as it was recorded before they were added."""
     from ident3d.pipelines.cells import cell_key
-    from ident3d.pipelines.compare import cell_settings, load_config
+    from ident3d.pipelines.kinds.compare import cell_settings, load_config
 
     cfg = load_config("configs/crl_tac_mnist5k.yaml")
     settings = cell_settings(cfg, cfg.rows[0], 0, {"train": "T", "test": "S"})
@@ -313,7 +313,7 @@ def test_the_crl_tac_metric_reports_the_mass_per_cell():
 def test_the_levers_config_rows_resolve():
     """Every row of the levers config is a valid crl_tac run (hyperparameters declared and in range), the rows
     differ in one lever each from CRL-TAC as today, and the untrained row moves no weight."""
-    from ident3d.pipelines.compare import cell_config, load_config
+    from ident3d.pipelines.kinds.compare import cell_config, load_config
     from ident3d.training.parts import resolve_args
 
     cfg = load_config("configs/crl_tac_mnist5k_levers.yaml")

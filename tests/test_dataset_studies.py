@@ -12,7 +12,7 @@ import pytest
 import yaml
 from helpers import run_cli
 
-from ident3d.pipelines.compare import load_config, run_compare
+from ident3d.pipelines.kinds.compare import load_config, run_compare
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -45,7 +45,7 @@ def run_kind(kind: str, tmp: Path, steps: int) -> tuple[Path, list[Path]]:
         if kind == "synthetic":
             return out, [out / "cells/box/seed_0/scores.json"]
         return out, [out / f"cells/{row}/seed_0/report.json" for row in ("lt_change_hues", "supervised_ceiling")]
-    from ident3d.pipelines.scaling import load_config, run_scaling
+    from ident3d.pipelines.kinds.scaling import load_config, run_scaling
 
     points = []
     for i, n_steps in enumerate((steps, steps + 1)):
@@ -105,7 +105,7 @@ def check_another_layer(tmp: Path, out: Path, done: list[Path]) -> None:
     it, the curves and every point's table are the inner layer's, and no cell ran again."""
     from helpers import tree_digest
 
-    from ident3d.pipelines.scaling import load_config, run_scaling
+    from ident3d.pipelines.kinds.scaling import load_config, run_scaling
 
     cfg, digest, stamps = load_config(tmp / "scaling.yaml"), tree_digest(out), [p.stat().st_mtime_ns for p in done]
     with pytest.raises(UserError, match=f"^{out} holds finished tables of the output layer; pass --overwrite to "
@@ -127,10 +127,10 @@ def check_another_layer(tmp: Path, out: Path, done: list[Path]) -> None:
 
 @pytest.mark.parametrize("kind", ["synthetic", "compare", "scaling"])
 def test_each_kind_refuses_another_experiments_output(tmp_path, kind):
-    from ident3d.pipelines.compare import Compare
     from ident3d.pipelines.experiment import claim_output
-    from ident3d.pipelines.scaling import Scaling
-    from ident3d.pipelines.synthetic import Synthetic
+    from ident3d.pipelines.kinds.compare import Compare
+    from ident3d.pipelines.kinds.scaling import Scaling
+    from ident3d.pipelines.kinds.synthetic import Synthetic
 
     k = {"synthetic": Synthetic(), "compare": Compare(), "scaling": Scaling()}[kind]
     claim_output(k, tmp_path / "a", "first")
@@ -150,7 +150,7 @@ def test_a_cell_is_bit_identical_however_the_grid_is_split(tmp_path):
     import torch
 
     from ident3d.pipelines.cells import CELL_THREADS, recorded
-    from ident3d.pipelines.synthetic import check_config, run_synthetic
+    from ident3d.pipelines.kinds.synthetic import check_config, run_synthetic
 
     # paper 001's encoder and batch: big enough that torch splits its products over threads (a small MLP runs on
     # one thread whatever the setting, and would pass without the fixed count)
@@ -222,7 +222,7 @@ def test_a_colour_strength_sweep_is_a_compare_config(tmp_path):
     the cells differ in their views (and so in their weights), with the same seeds and everything else equal."""
     import torch
 
-    from ident3d.pipelines.compare import check_config, run_compare
+    from ident3d.pipelines.kinds.compare import check_config, run_compare
 
     cfg = {**compare_cfg("sweep"), "ceiling": False,
            "rows": [{"name": f"DA: colour x{s}", "views": f"colour(strength={s})"} for s in (0.25, 1.0)]}
@@ -241,10 +241,10 @@ def test_a_metric_added_from_a_test_module_gets_its_column_in_compare_and_synthe
     test knows: out_dim 4 for the compare cells, 3 for the synthetic one) is named in each config's ``metrics:`` and
     appears as its NAME/COLUMN column with that value, after the kind's own columns; an unknown name is one line."""
     from ident3d.evaluation.metric_suite import METRICS, Metric, register_metric
-    from ident3d.pipelines.compare import check_config as check_compare
-    from ident3d.pipelines.compare import run_compare
-    from ident3d.pipelines.synthetic import check_config as check_synthetic
-    from ident3d.pipelines.synthetic import run_synthetic
+    from ident3d.pipelines.kinds.compare import check_config as check_compare
+    from ident3d.pipelines.kinds.compare import run_compare
+    from ident3d.pipelines.kinds.synthetic import check_config as check_synthetic
+    from ident3d.pipelines.kinds.synthetic import run_synthetic
 
     @register_metric("code_width")
     class CodeWidth(Metric):
@@ -277,7 +277,7 @@ def test_a_metric_added_from_a_test_module_gets_its_column_in_compare_and_synthe
 def test_a_row_removed_from_a_scaling_config_is_gone_from_its_tables(tmp_path):
     """Issue 34.2: scaling reads the engine's results, not the disk. A point's ceiling row is dropped from its
     config (ceiling: false) after a full run: its cells stay on disk, and the curves and tables no longer show it."""
-    from ident3d.pipelines.scaling import load_config, run_scaling
+    from ident3d.pipelines.kinds.scaling import load_config, run_scaling
 
     def run(ceiling: bool) -> dict:
         path = tmp_path / "point.yaml"
@@ -299,7 +299,7 @@ def test_the_temporal_learners_run_as_a_compare_config_on_sequence_stores(tmp_pa
     stores are rendered sequence stores, each row a temporal objective with its view maker, and the config's
     ``metrics: [temporal]`` scores CITRIS's variable-level numbers, under the CITRIS-style model's own assignment and
     post hoc for the time-contrastive one; the table's temporal columns are the cells' own numbers."""
-    from ident3d.pipelines.compare import check_config, run_compare
+    from ident3d.pipelines.kinds.compare import check_config, run_compare
 
     seq = {"length": 6, "resolution": 16, "samples": 1}
     cfg = {"kind": "compare", "name": "temporal_tiny", "seeds": [0], "metrics": ["temporal"], "ceiling": False,

@@ -14,7 +14,7 @@ import zarr
 from helpers import run_cli
 
 from ident3d.evaluation.metric_base import METRICS
-from ident3d.pipelines.compare import load_config, run_compare
+from ident3d.pipelines.kinds.compare import load_config, run_compare
 from ident3d.store.info import store_info
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,8 +22,8 @@ from ident3d.evaluation.report import (
     resolve_style,
     titles,
 )
-from ident3d.pipelines import compare
 from ident3d.pipelines.cli import main
+from ident3d.pipelines.kinds import compare
 
 # a custom scene: a ball (place, tint), a floor (tint) and a lamp whose angle is in no group
 NAMES = ["ball_x", "ball_y", "lamp_angle", "ball_hue", "floor_hue"]

@@ -46,7 +46,7 @@ def test_load_is_one_line_without_config_or_checkpoint(tmp_path):
 def test_a_synthetic_cell_resumes_only_its_own_run(tmp_path):
     """A grid cell's folder whose saved run differs from the cell's config (edited, or left by other code with the
     same cell key) is refused, not resumed into a mixed run; a matching one resumes and scores."""
-    from ident3d.pipelines.synthetic import check_config, run_cell
+    from ident3d.pipelines.kinds.synthetic import check_config, run_cell
 
     cfg = check_config(json.loads(json.dumps(TINY_SYNTHETIC)), "tiny")
     row = cfg.rows[0]

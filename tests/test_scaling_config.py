@@ -22,7 +22,7 @@ COLUMNS = ("Class, positions: object, positions: spotlight, hues: object, hues: 
 def warm_imports() -> None:
     """Import what checking a config imports (torch, the view makers, the renderer's plan) once, so each test's
     time is its own."""
-    from ident3d.pipelines.compare import check_config
+    from ident3d.pipelines.kinds.compare import check_config
 
     check_config(compare_cfg("warm"), "warm")
 
@@ -78,8 +78,8 @@ def test_a_paper_list_of_the_wrong_length_is_refused_before_anything_renders(tmp
 def bad_second_point(tmp: Path, case: str) -> tuple[list[dict], str]:
     """Points whose second one cannot be run (``case``), and the message (after ``config FILE: ``, for a point's
     config), with paths as seen from ``tmp``, where the command runs."""
-    from ident3d.pipelines.compare import Compare
     from ident3d.pipelines.experiment import claim_output
+    from ident3d.pipelines.kinds.compare import Compare
 
     other = tmp / "other"
     points = [{"config": "p0.yaml"}, {"config": "p1.yaml", "out": "other"}]
@@ -125,7 +125,7 @@ def test_a_bad_second_point_creates_nothing_and_changes_nothing(tmp_path, case):
     """Refused before the first point's stores render or the marker is written: a new --out is not created, and an
     existing scaling output (its marker and curves) is left exactly as it was."""
     from ident3d.pipelines.experiment import claim_output
-    from ident3d.pipelines.scaling import Scaling
+    from ident3d.pipelines.kinds.scaling import Scaling
 
     points, tail = bad_second_point(tmp_path, case)
     scaling_config(tmp_path, points)
@@ -146,7 +146,7 @@ def test_a_bad_second_point_creates_nothing_and_changes_nothing(tmp_path, case):
 def test_points_are_taken_from_the_config_files_folder(tmp_path, monkeypatch):
     """Relative paths in a scaling config are read from its folder whatever the working folder; absolute ones are
     kept as they are."""
-    from ident3d.pipelines.scaling import load_config
+    from ident3d.pipelines.kinds.scaling import load_config
 
     cfg = scaling_config(tmp_path / "cfgs", [{"config": "p0.yaml", "out": "../runs/p0"},
                                              {"config": str(tmp_path / "cfgs" / "p1.yaml"), "out": str(tmp_path / "x")}])
@@ -163,7 +163,7 @@ def test_points_are_taken_from_the_config_files_folder(tmp_path, monkeypatch):
 def test_the_shipped_scaling_configs_resolve_to_the_same_files_from_anywhere(tmp_path, monkeypatch, name):
     """From the repository root the shipped configs' points are the files their committed curves name; from another
     folder they are the same files."""
-    from ident3d.pipelines.scaling import load_config, shown
+    from ident3d.pipelines.kinds.scaling import load_config, shown
 
     committed = json.loads((ROOT / f"results/scaling/{name}/curves.json").read_text())[name]["points"]
     monkeypatch.chdir(tmp_path)
@@ -177,9 +177,9 @@ def test_the_shipped_scaling_configs_resolve_to_the_same_files_from_anywhere(tmp
 def finished(out: Path, layer: str | None, point_out: Path | None = None) -> None:
     """A finished scaling output of the experiment 'tiny' made with ``layer`` (None: before the layer was
     recorded, i.e. the output layer), its point p0's compare output made with the same layer."""
-    from ident3d.pipelines.compare import Compare
     from ident3d.pipelines.experiment import claim_output
-    from ident3d.pipelines.scaling import Scaling
+    from ident3d.pipelines.kinds.compare import Compare
+    from ident3d.pipelines.kinds.scaling import Scaling
 
     claim_output(Scaling(), out, "tiny")
     curves = {"name": "tiny", "paper": "001", **({"layer": layer} if layer else {})}
@@ -207,8 +207,8 @@ def test_another_layer_never_replaces_a_finished_output_without_overwrite(tmp_pa
 
 def test_compare_refuses_another_layer_on_a_finished_output_without_overwrite(tmp_path):
     """The same rule for `ident3d compare` itself: --layer inner on a finished output replaced its tables."""
-    from ident3d.pipelines.compare import Compare
     from ident3d.pipelines.experiment import claim_output
+    from ident3d.pipelines.kinds.compare import Compare
 
     claim_output(Compare(), tmp_path / "out", "tiny")
     (tmp_path / "out/table.json").write_text(json.dumps({"layer": "output", "columns": [], "table": {}}))

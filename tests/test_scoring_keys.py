@@ -36,20 +36,20 @@ def tiny(metrics=None):
 
 def typed(cfg: dict, row: dict) -> tuple:
     """The config (a dict, as a YAML file gives it) and its row, parsed as the engine reads them."""
-    from ident3d.pipelines.synthetic import check_config
+    from ident3d.pipelines.kinds.synthetic import check_config
 
     config = check_config(cfg, "tiny")
     return config, next(r for r in config.rows if r.name == row["name"])
 
 
 def run(cfg, row, cell):
-    from ident3d.pipelines.synthetic import run_cell
+    from ident3d.pipelines.kinds.synthetic import run_cell
 
     return run_cell(*typed(cfg, row), 0, cell, steps=None, device="cpu")
 
 
 def synthetic_settings(cfg: dict, row: dict) -> dict:
-    from ident3d.pipelines.synthetic import cell_settings
+    from ident3d.pipelines.kinds.synthetic import cell_settings
 
     return cell_settings(*typed(cfg, row), 0, None)
 
@@ -121,8 +121,8 @@ def test_compare_keys_put_test_stores_evaluation_and_metrics_in_scoring_only(mon
     import yaml
     from test_synthetic_cells import REPO
 
-    from ident3d.pipelines.compare import CompareConfig
-    from ident3d.pipelines.compare import cell_settings as compare_settings
+    from ident3d.pipelines.kinds.compare import CompareConfig
+    from ident3d.pipelines.kinds.compare import cell_settings as compare_settings
     from ident3d.training.hparams import parse_config
 
     def cell_settings(raw: dict, row: int, seed: int, stores: dict) -> dict:

@@ -98,7 +98,7 @@ def test_supervised_on_a_synthetic_source_recovers_its_latents(tmp_path):
 def test_compare_adds_the_ceiling_row_and_reads_gaps_against_it():
     from ident3d.causal.yamlnum import load_yaml
     from ident3d.evaluation.ceiling import ceiling_fractions, verdict
-    from ident3d.pipelines.compare import CEILING_ROW, check_config, load_config, side_by_side
+    from ident3d.pipelines.kinds.compare import CEILING_ROW, check_config, load_config, side_by_side
 
     cfg = load_config("configs/da_vs_lt_small.yaml")
     assert cfg.rows[-1] == CEILING_ROW and len(cfg.rows) == 13

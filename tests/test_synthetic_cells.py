@@ -105,7 +105,7 @@ def test_cells_on_two_workers_score_as_in_one_process(tmp_path):
 def test_compare_cells_use_the_same_keys(tmp_path):
     """compare keys its (view maker, seed) cells by the same helper: a cell trained with other steps is moved aside."""
     from ident3d.pipelines.cells import claim_cell, matches
-    from ident3d.pipelines.compare import CompareConfig, cell_settings
+    from ident3d.pipelines.kinds.compare import CompareConfig, cell_settings
     from ident3d.training.hparams import parse_config
 
     raw = yaml.safe_load((REPO / "configs/da_vs_lt_small.yaml").read_text())

@@ -13,7 +13,7 @@ from helpers import read_png
 
 from ident3d.causal.yamlnum import load_yaml
 from ident3d.pipelines.cli import main
-from ident3d.pipelines.synthetic import check_config, run_synthetic, slug
+from ident3d.pipelines.kinds.synthetic import check_config, run_synthetic, slug
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "synthetic"
 

@@ -29,7 +29,7 @@ CITRIS = {"lambda_reg": 0.0, "beta_classifier": 0.0}
 def run(tmp_path, rows: list[dict], steps: int, fit: int = 3800, score: int = 1000) -> dict:
     """A synthetic experiment of ``rows`` on the temporal source, scored with the temporal metric on ``fit``
     training frames and ``score`` held-out ones."""
-    from ident3d.pipelines.synthetic import check_config, run_synthetic
+    from ident3d.pipelines.kinds.synthetic import check_config, run_synthetic
 
     cfg = {"kind": "synthetic", "name": "temporal_e2e", "seeds": [SEED], "train": {**TRAIN, "steps": steps},
            "evaluate": {"fit": fit, "score": score}, "metrics": ["temporal"], "rows": rows}

@@ -207,7 +207,7 @@ def test_sample_n_beyond_memory(work):
 
 # ----- pure parts ---------------------------------------------------------------------------------------------
 def test_tables_show_a_spread_only_over_two_or_more_seeds():
-    from ident3d.pipelines.compare import markdown_table
+    from ident3d.pipelines.kinds.compare import markdown_table
     from ident3d.pipelines.results_table import tabulate
 
     def table(values):  # {(row, seed): x}

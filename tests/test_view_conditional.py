@@ -52,7 +52,7 @@ def test_bad_view_conditional_is_one_line(tmp_path, value):
 
 
 def test_paper001_3dident_config_plans_its_stores_with_the_conditional():
-    from ident3d.pipelines.compare import load_config
+    from ident3d.pipelines.kinds.compare import load_config
     from ident3d.pipelines.store_specs import render_args
 
     cfg = load_config("configs/paper001_3dident.yaml")

@@ -20,16 +20,6 @@ from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH
 from ident3d.evaluation.verdicts import PAPER001_MEAN_R2, paper000_facts, paper001_facts
 from ident3d.pipelines.cells import Cell
-from ident3d.pipelines.compare import (
-    Compare,
-    CompareConfig,
-    add_grid_flags,
-    check_layer,
-    columns_of,
-    without_metrics,
-)
-from ident3d.pipelines.compare import load_config as load_compare
-from ident3d.pipelines.compare import plan as plan_compare
 from ident3d.pipelines.experiment import (
     ExperimentKind,
     cell_dir,
@@ -41,6 +31,17 @@ from ident3d.pipelines.experiment import (
     write_tables,
 )
 from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_atomic
+from ident3d.pipelines.kinds.compare import (
+    Compare,
+    CompareConfig,
+    add_grid_flags,
+    check_layer,
+    columns_of,
+    without_metrics,
+)
+from ident3d.pipelines.kinds.compare import cell_settings_of as compare_settings_of
+from ident3d.pipelines.kinds.compare import load_config as load_compare
+from ident3d.pipelines.kinds.compare import plan as plan_compare
 from ident3d.pipelines.store_specs import image_size, render_args, store_size
 from ident3d.training.hparams import ConfigError, NonBlank, parse_config
 
@@ -99,9 +100,10 @@ class ScalingPlan:
     points: tuple[Point, ...]
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ScalingPlan:
+def load_config(path: str | Path, overrides: Sequence[str] = (), missing: list[str] | None = None) -> ScalingPlan:
     """Read and check a scaling config and every point's compare config (before anything renders); the points'
-    paths are taken from the config file's folder, so the config works from any working folder."""
+    paths are taken from the config file's folder, so the config works from any working folder (``missing``:
+    unused)."""
     return check_config(read_yaml_config(path, EXAMPLE, overrides), str(path), Path(path).parent)
 
 
@@ -224,6 +226,12 @@ def plan(cfg: ScalingPlan, out: Path) -> list[tuple[str, int, Path]]:
     """Every cell of every point as ("POINT / ROW", seed, folder): what --dry-run lists."""
     return [(f"{point.name}{SEP}{row}", seed, Path(shown(folder))) for point in cfg.points
             for row, seed, folder in plan_compare(point.compare, point_out(out, point))]
+
+
+def cell_settings_of(cfg: ScalingPlan) -> dict[str, dict[str, Any]]:
+    """Every cell of every point as ``"POINT/ROW/seed_S"`` -> the settings it is keyed by (its compare grid's)."""
+    return {f"{point.name}/{cell}": settings for point in cfg.points
+            for cell, settings in compare_settings_of(point.compare).items()}
 
 
 def point_out(out: Path, point: Point) -> Path:

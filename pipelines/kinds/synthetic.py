@@ -121,8 +121,8 @@ class SyntheticConfig:
             parse_metrics(list(self.metrics), "metrics")
 
 
-def load_config(path: str | Path, missing: list[str] | None = None,
-                overrides: Sequence[str] = ()) -> SyntheticConfig:
+def load_config(path: str | Path, overrides: Sequence[str] = (),
+                missing: list[str] | None = None) -> SyntheticConfig:
     """Read and check a synthetic config (with ``--set`` ``overrides``); every row's source, encoder and objective are
     built once (on no data)."""
     return check_config(read_yaml_config(path, "configs/synthetic/", overrides), str(path), missing)
@@ -176,6 +176,11 @@ def check_cell(tc: Any) -> None:
     check_numbers(tc, flag=lambda key: f"train.{key}")
     small = replace(tc, batch_size=2, device="cpu")
     build_synthetic_run(small, device="cpu")
+
+
+def cell_settings_of(cfg: SyntheticConfig) -> dict[str, dict[str, Any]]:
+    """Every cell as ``"ROW/seed_S"`` -> the settings it is keyed by (at the config's steps)."""
+    return {f"{row.name}/seed_{s}": cell_settings(cfg, row, s, None) for row in cfg.rows for s in cfg.seeds}
 
 
 def cell_settings(cfg: SyntheticConfig, row: SyntheticRow, seed: int, steps: int | None) -> dict[str, Any]:

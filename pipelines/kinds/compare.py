@@ -130,9 +130,9 @@ class CompareConfig:
         check_da_style(self.da_style, "da_style")  # names are checked against the SCM once rendered
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> CompareConfig:
+def load_config(path: str | Path, overrides: Sequence[str] = (), missing: list[str] | None = None) -> CompareConfig:
     """Read and check a compare config (with ``--set`` ``overrides``); every row's view maker is validated before
-    anything runs."""
+    anything runs (``missing``: unused, a compare config's data are its stores)."""
     return check_config(read_yaml_config(path, "configs/da_vs_lt_small.yaml", overrides), str(path))
 
 
@@ -165,6 +165,13 @@ def check_config(raw: Any, where: str) -> CompareConfig:
 def plan(cfg: CompareConfig, out: Path) -> list[tuple[str, int, Path]]:
     """Every cell of a checked config as (row, seed, folder), the ceiling row included: what --dry-run lists."""
     return [(row.name, s, cell_dir(out, row.name, s)) for row in cfg.rows for s in cfg.seeds]
+
+
+def cell_settings_of(cfg: CompareConfig) -> dict[str, dict[str, Any]]:
+    """Every cell as ``"ROW/seed_S"`` -> the settings it is keyed by (``cell_settings``; the stores planned once):
+    what ``Compare.cells`` claims and the goldens record."""
+    digests = plan_stores(cfg)
+    return {f"{row.name}/seed_{s}": cell_settings(cfg, row, s, digests) for row in cfg.rows for s in cfg.seeds}
 
 
 def store_keys(cfg: CompareConfig) -> list[str]:
@@ -451,7 +458,7 @@ class Compare(ExperimentKind):
         stores = {k: where / "stores" / f"{k}.zarr" for k in store_keys(cfg)}
         from ident3d.pipelines.store_specs import make_store
 
-        digests = plan_stores(cfg)
+        specs = cell_settings_of(cfg)  # every store checked before any is made
         for key, path in stores.items():
             make_store(cfg.stores[key], key, cfg.scene, path, scheduler, progress)
         _check_da_style_names(cfg, str(stores["test"]))
@@ -462,7 +469,7 @@ class Compare(ExperimentKind):
                 before = cell.parent / f"seed{s}"  # the cell's folder before every kind's were seed_N: kept
                 if before.is_dir() and not cell.exists():
                     before.rename(cell)
-                settings = cell_settings(cfg, row, s, digests)
+                settings = specs[f"{row.name}/seed_{s}"]
                 claim_cell(cell, settings)
                 cells.append(Cell((row.name, s), run_cell, (
                     str(stores["train"]), str(stores["test"]), str(cell), row.views, s, row_train(cfg, row),
