@@ -14,13 +14,18 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.cells import Cell, run_cells, split_diverged
 from ident3d.pipelines.files import check_output_dir, write_atomic
+from ident3d.training.hparams import ConfigError, NonBlank, Range
 
 MIN_EVAL_ROWS = 10  # fewer rows cannot be cross-validated (kernel ridge) or scored
+# the types every kind's config shares (``ident3d.training.hparams.parse`` reads them)
+Text = Annotated[str, NonBlank()]  # a name: text that is not blank
+EvalRows = Annotated[int, Range(ge=MIN_EVAL_ROWS)]  # rows or draws to fit or score a probe on
+Seeds = tuple[Annotated[int, Range(ge=0)], ...]
 
 
 class ExperimentKind(ABC):
@@ -119,6 +124,23 @@ def _run_or_say_where(cell: Cell, progress: bool, i: int, n: int) -> dict[str, A
 def slug(text: str) -> str:
     """A folder name for a row."""
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def check_grid(names: Sequence[str], seeds: Sequence[int], metrics: Sequence[str] | None, rows_are: str) -> None:
+    """The rules of every kind's grid, as ``ConfigError`` at their key path: rows (``rows_are`` says what a row
+    holds) with names used once, seeds, and registered metrics."""
+    if not names:
+        raise ConfigError("rows", f"must be a non-empty list of {rows_are}")
+    if dup := next((i for i, n in enumerate(names) if n in names[:i]), None):
+        raise ConfigError(f"rows[{dup}].name", f"{names[dup]!r} is used twice")
+    if not seeds:
+        raise ConfigError("seeds", "must be a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]")
+    if metrics is not None:
+        from ident3d.evaluation.metric_suite import parse_metrics
+
+        if not metrics:
+            raise ConfigError("metrics", "must be a list of metric names, e.g. [dci, mig], got []")
+        parse_metrics(list(metrics), "metrics")
 
 
 def cell_dir(out: Path, row: str, seed: int) -> Path:

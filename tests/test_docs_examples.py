@@ -297,7 +297,7 @@ def check_config_of(argv: list[str], work: Path) -> subprocess.CompletedProcess:
     with contextlib.chdir(work), contextlib.redirect_stderr(err):
         try:
             args = build_parser(argv[:1]).parse_args(argv)
-            importlib.import_module(f"ident3d.pipelines.{argv[0]}").load_config(args.config)
+            importlib.import_module(f"ident3d.pipelines.kinds.{argv[0]}").load_config(args.config)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except UserError as exc:

@@ -381,6 +381,8 @@ def _parse_dataclass(cls: type, value: Any, path: str) -> Any:
         return cls(**args)
     except ConfigError as exc:  # a cross-field rule of __post_init__, at a path below this one
         raise ConfigError(_at(path, exc.path) if exc.path else path, exc.text) from None
+    except UserError as exc:  # a check __post_init__ calls (a registry's, the renderer's) that names its own key
+        raise ConfigError(path, str(exc)) from None
 
 
 def _parse_partial(spec: PartialOf, value: Any, path: str) -> dict[str, Any]:

@@ -28,9 +28,12 @@ from ident3d.pipelines.cells import (
     write_marker,
 )
 from ident3d.pipelines.experiment import (
-    MIN_EVAL_ROWS,
+    EvalRows,
     ExperimentKind,
+    Seeds,
+    Text,
     cell_dir,
+    check_grid,
     check_kind,
     run_experiment,
     write_tables,
@@ -41,13 +44,11 @@ from ident3d.pipelines.results_table import Format, ResultsTable, Stat, heatmap,
 from ident3d.pipelines.results_table import markdown as results_markdown
 from ident3d.pipelines.store_specs import Store, check_dataset_rows
 from ident3d.training.config import TrainConfig
-from ident3d.training.hparams import ConfigError, NonBlank, PartialOf, Range, parse_config
+from ident3d.training.hparams import ConfigError, PartialOf, parse_config
 
 # the table's columns are the evaluation report's (from the test store's latent groups); the paper's
 # Causal3DIdent layout is evaluation.report.PAPER_COLUMNS
 KIND = "compare"
-EvalRows = Annotated[int, Range(ge=MIN_EVAL_ROWS)]  # test-store rows: fewer cannot be cross-validated or scored
-Text = Annotated[str, NonBlank()]
 # a train section: TrainConfig's settings (those a grid does not fill in itself) and the objective's hp; a row's
 # own train section overrides it key by key (its hp replaces the section's)
 TrainSection = Annotated[dict[str, Any], PartialOf(TrainConfig, frozenset(
@@ -89,7 +90,7 @@ class CompareConfig:
     kind: str | None = None
     name: Text | None = None
     scene: Text | None = None
-    seeds: tuple[Annotated[int, Range(ge=0)], ...] = (0,)
+    seeds: Seeds = (0,)
     evaluate: Evaluate = Evaluate()
     metrics: tuple[str, ...] | None = None
     da_style: Any = None
@@ -98,13 +99,7 @@ class CompareConfig:
 
     def __post_init__(self) -> None:
         """The rules across fields (each problem one line at its key path)."""
-        if not self.rows:
-            raise ConfigError("rows", "must be a non-empty list of {name, views, paper}")
-        names = [row.name for row in self.rows]
-        if dup := next((i for i, n in enumerate(names) if n in names[:i]), None):
-            raise ConfigError(f"rows[{dup}].name", f"{names[dup]!r} is used twice")
-        if not self.seeds:
-            raise ConfigError("seeds", "must be a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]")
+        check_grid([row.name for row in self.rows], self.seeds, self.metrics, "{name, views, paper}")
         for key in ("train", "test"):
             if key not in self.stores:
                 raise ConfigError(f"stores.{key}", "is missing; give n, resolution and samples (or a dataset: "
@@ -113,12 +108,6 @@ class CompareConfig:
             if not key.isidentifier():
                 raise ConfigError("stores", f"key {key!r} must be a plain name (letters, digits, _), e.g. ood")
             check_dataset_rows(spec, key)
-        if self.metrics is not None:
-            from ident3d.evaluation.metric_suite import parse_metrics
-
-            if not self.metrics:
-                raise ConfigError("metrics", "must be a list of metric names, e.g. [dci, mig], got []")
-            parse_metrics(list(self.metrics), "metrics")
         if extra_test_stores(self) and not self.metrics:
             raise ConfigError(f"stores.{extra_test_stores(self)[0]}", "is scored by the config's metrics; add "
                                                                       "metrics: [...] or drop the store")

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.ceiling import CEILING_NAME, MATCH
@@ -22,6 +22,7 @@ from ident3d.evaluation.verdicts import PAPER001_MEAN_R2, paper000_facts, paper0
 from ident3d.pipelines.cells import Cell
 from ident3d.pipelines.experiment import (
     ExperimentKind,
+    Text,
     cell_dir,
     check_claim,
     check_kind,
@@ -43,14 +44,13 @@ from ident3d.pipelines.kinds.compare import cell_settings_of as compare_settings
 from ident3d.pipelines.kinds.compare import load_config as load_compare
 from ident3d.pipelines.kinds.compare import plan as plan_compare
 from ident3d.pipelines.store_specs import image_size, render_args, store_size
-from ident3d.training.hparams import ConfigError, NonBlank, parse_config
+from ident3d.training.hparams import ConfigError, parse_config
 
 KIND = "scaling"
 PAPERS = ("000", "001")
 PAPER000_ROWS = ("LT: change hues", "DA: crop (large) + colour distortion", "LT: change positions + hues")
 SEP = " / "  # a cell's key in the pool: "POINT / ROW"
 EXAMPLE = "configs/scaling/paper001.yaml"
-Text = Annotated[str, NonBlank()]
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,12 @@ from ident3d.pipelines.cells import (
     write_marker,
 )
 from ident3d.pipelines.experiment import (
-    MIN_EVAL_ROWS,
+    EvalRows,
     ExperimentKind,
+    Seeds,
+    Text,
     cell_dir,
+    check_grid,
     check_kind,
     run_experiment,
     slug,
@@ -39,14 +42,12 @@ from ident3d.pipelines.overrides import add_set_flag
 from ident3d.pipelines.results_table import ResultsTable, Stat, plain_format, tabulate, write_csv
 from ident3d.pipelines.results_table import markdown as results_markdown
 from ident3d.training.config import TrainConfig
-from ident3d.training.hparams import ConfigError, NonBlank, PartialOf, Range, parse_config
+from ident3d.training.hparams import ConfigError, PartialOf, parse_config
 
 KIND = "synthetic"
 RENAMED = {"n_fit": "fit", "n_score": "score"}  # the evaluate keys before every kind shared compare's
 EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
-Text = Annotated[str, NonBlank()]
-EvalDraws = Annotated[int, Range(ge=MIN_EVAL_ROWS)]  # held-out draws: fewer cannot be cross-validated or scored
 # a synthetic train section: TrainConfig's settings but those a cell fills in (its source, seed, device, ...)
 TrainSection = Annotated[dict[str, Any], PartialOf(TrainConfig, frozenset(
     {"data", "source", "seed", "objective_args", "normalize", "device", "views"}))]
@@ -56,8 +57,8 @@ TrainSection = Annotated[dict[str, Any], PartialOf(TrainConfig, frozenset(
 class Evaluate:
     """Held-out draws to fit and score the probes on, and whether a kernel ridge probe is fitted beside."""
 
-    fit: EvalDraws = 10000
-    score: EvalDraws = 10000
+    fit: EvalRows = 10000
+    score: EvalRows = 10000
     kernel: bool = False
 
 
@@ -102,23 +103,11 @@ class SyntheticConfig:
     train: TrainSection | None = None
     evaluate: Evaluate = Evaluate()
     metrics: tuple[str, ...] | None = None
-    seeds: tuple[Annotated[int, Range(ge=0)], ...] = (0,)
+    seeds: Seeds = (0,)
 
     def __post_init__(self) -> None:
         """The rules across fields (each problem one line at its key path)."""
-        if not self.rows:
-            raise ConfigError("rows", "must be a non-empty list of {name, source, hp, ...}")
-        names = [row.name for row in self.rows]
-        if dup := next((i for i, n in enumerate(names) if n in names[:i]), None):
-            raise ConfigError(f"rows[{dup}].name", f"{names[dup]!r} is used twice")
-        if not self.seeds:
-            raise ConfigError("seeds", "must be a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]")
-        if self.metrics is not None:
-            from ident3d.evaluation.metric_suite import parse_metrics
-
-            if not self.metrics:
-                raise ConfigError("metrics", "must be a list of metric names, e.g. [dci, mig], got []")
-            parse_metrics(list(self.metrics), "metrics")
+        check_grid([row.name for row in self.rows], self.seeds, self.metrics, "{name, source, hp, ...}")
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = (),
