@@ -124,3 +124,56 @@ def test_list_shows_the_declarations():
     assert "--hp: tau=1.0 (a finite number > 0)" in r.stdout
     assert "train_channel=true (true or false)" in r.stdout
     assert "--encoder-arg: hidden=100 (a whole number >= 1), width=32 (a whole number >= 1)" in r.stdout
+
+
+# ----- whole configs: parse() (issue 43 §1) ----------------------------------------------------------------------
+def test_parse_builds_nested_types_and_names_the_key_path_of_the_first_bad_value():
+    """A config parsed by its annotations: nested dataclasses, tuples from lists, dicts, a tagged union and a partial
+    TrainConfig section come back typed (and converted: 1 -> 1.0 where a float is declared); each bad value is one
+    line at its key path. Negative control: the same dict with the value fixed parses."""
+    from dataclasses import dataclass, field
+    from typing import Annotated
+
+    from ident3d.training.config import TrainConfig
+    from ident3d.training.hparams import ConfigError, Count, PartialOf, Tagged, parse
+
+    @dataclass(frozen=True)
+    class A:
+        a: Count
+
+    @dataclass(frozen=True)
+    class B:
+        b: str
+
+    pick = lambda v, path: A if isinstance(v, dict) and "a" in v else B  # noqa: E731
+    Train = Annotated[dict, PartialOf(TrainConfig, frozenset({"data"}))]
+
+    @dataclass(frozen=True)
+    class Row:
+        name: str
+        train: Train = field(default_factory=dict)
+
+    @dataclass(frozen=True)
+    class Config:
+        rows: tuple[Row, ...]
+        stores: dict[str, Annotated[A | B, Tagged(pick)]]
+        seeds: tuple[Count, ...] = (0,)
+
+    good = {"rows": [{"name": "r", "train": {"lr": 1, "steps": 5}}], "stores": {"x": {"a": 2}, "y": {"b": "t"}}}
+    cfg = parse(Config, good)
+    assert cfg == Config(rows=(Row("r", {"lr": 1.0, "steps": 5}),), stores={"x": A(2), "y": B("t")})
+    assert type(cfg.rows[0].train["lr"]) is float
+    for edit, path, text in [
+        (lambda c: c["rows"][0]["train"].update(steps=2.5), "rows[0].train.steps", "must be a whole number >= 1, got 2.5"),
+        (lambda c: c["rows"][0]["train"].update(stepz=1), "rows[0].train.stepz", "is not a setting here; allowed: "),
+        (lambda c: c["stores"]["x"].update(a=0), "stores.x.a", "must be a whole number >= 1, got 0"),
+        (lambda c: c["stores"]["y"].update(b=[1]), "stores.y.b", "must be text, got [1]"),
+        (lambda c: c.update(seeds=3), "seeds", "must be a list, got 3"),
+        (lambda c: c["rows"][0].pop("name"), "rows[0].name", "is missing (required: name)"),
+        (lambda c: c.update(extra=1), "extra", "is not a setting here; allowed: rows, stores, seeds"),
+    ]:
+        bad = json.loads(json.dumps(good))
+        edit(bad)
+        with pytest.raises(ConfigError) as exc:
+            parse(Config, bad)
+        assert (exc.value.path, exc.value.text[:len(text)]) == (path, text), str(exc.value)
