@@ -10,3 +10,15 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(1)
+
+
+# the longest tests (tens of seconds each on one core), started first: at the end of a run one of them would leave the
+# other xdist worker idle for its length (ordering only; each still runs exactly once)
+SLOW_FIRST = ("tests/test_temporal_e2e.py::test_citris_vae_beats_untrained_encoder_and_shuffled_targets",
+              "tests/test_compare.py::test_demo_end_to_end", "tests/test_goldens.py::",
+              "tests/test_benchmarks_tiny.py::test_tiny_run[synthetic_workers]")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The ``SLOW_FIRST`` tests at the front, every other test in its collected order (the sort is stable)."""
+    items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
