@@ -144,3 +144,23 @@ def test_compare_keys_put_test_stores_evaluation_and_metrics_in_scoring_only(mon
     bumped = scoring_key(with_metric)
     monkeypatch.setattr(METRICS.get("mig"), "version", METRICS.get("mig").version + 1)
     assert scoring_key(with_metric) != bumped and cell_key(split_settings(with_metric)[0]) == training
+
+
+def test_a_compare_cell_runs_only_the_train_section_its_key_was_made_from(tmp_path):
+    """A compare cell is run from the settings its folder is keyed by; a train section that resolves to other
+    settings (here 7 steps instead of the config's) is refused before anything is written, the keyed one is not."""
+    import yaml
+    from test_synthetic_cells import REPO
+
+    from ident3d.pipelines.kinds.compare import CompareConfig, cell_settings, row_train, run_cell
+    from ident3d.training.hparams import parse_config
+
+    cfg = parse_config(CompareConfig, yaml.safe_load((REPO / "configs/da_vs_lt_small.yaml").read_text()), "x")
+    row = cfg.rows[0]
+    settings = cell_settings(cfg, row, 0, {"train": "sha-train", "test": "sha-test"})
+    with pytest.raises(RuntimeError, match="does not resolve to the settings it is keyed by"):
+        run_cell("missing.zarr", "missing.zarr", str(tmp_path / "cell"), {**row_train(cfg, row), "steps": 7}, settings)
+    assert not (tmp_path / "cell").exists()
+    with pytest.raises(Exception) as exc:  # the keyed section passes the guard and goes on to the (missing) store
+        run_cell("missing.zarr", "missing.zarr", str(tmp_path / "cell"), row_train(cfg, row), settings)
+    assert "does not resolve" not in str(exc.value)

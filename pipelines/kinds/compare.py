@@ -258,27 +258,30 @@ def cell_settings(cfg: CompareConfig, row: Row, seed: int, stores: dict[str, str
     return {**settings, "metrics": list(cfg.metrics)} if cfg.metrics else settings
 
 
-def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed: int, train: dict[str, Any],
-             evaluate: dict[str, Any], da_style: dict[str, Any] | None = None, metrics: tuple[str, ...] = (),
-             also: dict[str, str] | None = None, scoring: str = "", progress: bool = False) -> dict[str, Any]:
-    """Train one (view maker, seed) cell and evaluate it; skipped when its report exists with the scoring key
-    ``scoring`` (``ident3d.pipelines.cells.scoring_key``), scored again from the trained run (not trained again) when
-    the report's key is another (the caller has claimed the folder for the cell's training settings first,
-    ``ident3d.pipelines.cells.claim_cell``). A cell whose loss diverges gives {"diverged": why} and saves no report,
-    so a re-run retries it. ``also``: further test stores ({key: path}) whose metrics the report keeps under
-    ``also``."""
+def run_cell(train_store: str, test_store: str, cell_dir: str, train: dict[str, Any], settings: dict[str, Any],
+             also: dict[str, str] | None = None, progress: bool = False) -> dict[str, Any]:
+    """Train one (view maker, seed) cell and evaluate it, from ``settings``, the cell's settings that its folder was
+    claimed for (``cell_settings``; ``ident3d.pipelines.cells.claim_cell``) and its scoring key is made of, and
+    ``train``, its train section (which also holds how the run is carried out: device, log and checkpoint intervals;
+    its trainer config must resolve to ``settings["train"]``). Skipped when its report exists with the scoring key,
+    scored again from the trained run (not trained again) when the report's key is another. A cell whose loss
+    diverges gives {"diverged": why} and saves no report, so a re-run retries it. ``also``: further test stores
+    ({key: path}) whose metrics the report keeps under ``also``."""
     from ident3d.evaluation.run_report import evaluate_run
     from ident3d.training.run_dir import RunDir
     from ident3d.training.trainer import TrainingDiverged
     from ident3d.training.trainer import train as fit
 
-    cell = Path(cell_dir)
+    cell, scoring = Path(cell_dir), scoring_key(settings)
     report_path = cell / "report.json"
     done = read_marker(report_path)  # a torn report (a kill mid-write, before reports were atomic) is not done
     if scored(done, scoring):
         return done
+    keyed = settings["train"]
+    cfg = train_config(train, keyed["views"], keyed["seed"], train_store)
+    if run_settings(replace(cfg), drop=("data", "normalize")) != keyed:
+        raise RuntimeError(f"cell {cell}: its train section does not resolve to the settings it is keyed by")
     cell.mkdir(parents=True, exist_ok=True)
-    cfg = train_config(train, views, seed, train_store)
     run_dir = RunDir(cell)
     resume = run_dir.start(cfg, resume=run_dir.config_path.exists())  # the saved run must be this cell's
     try:
@@ -286,7 +289,7 @@ def run_cell(train_store: str, test_store: str, cell_dir: str, views: str, seed:
             say=(lambda text: print(text, flush=True)) if progress else None)
     except TrainingDiverged as exc:  # the one divergence policy (as in synthetic): report the cell, go on
         return {"diverged": str(exc).split(";")[0]}
-    ev = asdict(Evaluate(**evaluate))
+    ev, da_style, metrics = settings["evaluate"], settings["da_style"], tuple(settings.get("metrics") or ())
     rep = evaluate_run(str(cell), test_store, ev["fit"], ev["score"], kernel=ev["kernel"], da_style=da_style,
                        metrics=metrics)
     if also:
@@ -461,9 +464,8 @@ class Compare(ExperimentKind):
                 settings = specs[f"{row.name}/seed_{s}"]
                 claim_cell(cell, settings)
                 cells.append(Cell((row.name, s), run_cell, (
-                    str(stores["train"]), str(stores["test"]), str(cell), row.views, s, row_train(cfg, row),
-                    asdict(cfg.evaluate), cfg.da_style, tuple(cfg.metrics or ()),
-                    {k: str(stores[k]) for k in extra_test_stores(cfg)}, scoring_key(settings))))
+                    str(stores["train"]), str(stores["test"]), str(cell), row_train(cfg, row), settings,
+                    {k: str(stores[k]) for k in extra_test_stores(cfg)})))
         return cells
 
     def tabulate(self, cfg: CompareConfig, reports: dict[tuple[str, int], dict[str, Any]],
