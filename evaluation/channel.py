@@ -12,9 +12,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from ident3d.render.projection import object_pixels
+from ident3d.render.scene import SceneError, load_scene, scene_from_dict
 from ident3d.store.attrs import StoreAttrs
-from ident3d.store.zarr_io import store_group
+from ident3d.store.zarr_io import read_rows, store_group
 from ident3d.training.channel import CropGrid, nonblank_crops
+from ident3d.training.views import to_float
 
 
 @torch.no_grad()
@@ -112,7 +115,7 @@ def _abs_corr(a: np.ndarray, b: np.ndarray) -> float | None:
 def channel_figure(images: np.ndarray, probs: np.ndarray, grid: CropGrid, path: str | Path, n: int = 8) -> Path:
     """Paper 002's Fig. 3: ``n`` images (top row) over their P(T|X) on the crop grid (bottom row, brighter = more
     probable; pixel (i, j) is the crop with its top-left corner at (i, j) * stride)."""
-    import matplotlib
+    import matplotlib  # not when scoring (the crl_tac metric imports this module)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -138,10 +141,6 @@ def summarise_run(run: Any, info: Any, rows: np.ndarray, device: str = "cpu",
                   figure: str | Path | None = None, limit: int = 2000) -> dict[str, Any]:
     """``channel_summary`` of a trained CRL-TAC run on (at most ``limit`` of) a store's ``rows``, and optionally
     the Fig. 3 figure of its first images."""
-
-    from ident3d.store.zarr_io import read_rows
-    from ident3d.training.views import to_float
-
     objective = run.objective(device, image_size=info.image_size)
     rows = np.sort(rows[:limit])
     group = store_group(info.path, mode="r")
@@ -163,9 +162,6 @@ def object_centres(attrs: StoreAttrs, latents: np.ndarray, classes: np.ndarray |
                    size: int) -> np.ndarray | None:
     """Each image's object origin in pixels (N, 2), by the store's scene camera; None when the store has no
     scene to project with (a dataset of images, or latents the scene does not name)."""
-    from ident3d.render.projection import object_pixels
-    from ident3d.render.scene import SceneError, load_scene, scene_from_dict
-
     try:
         if attrs.scene == "imported" and attrs.source_format:
             scene = load_scene(attrs.source_format)

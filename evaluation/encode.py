@@ -9,6 +9,7 @@ import torch
 from ident3d.store.info import StoreInfo
 from ident3d.store.zarr_io import chunk_bounds, read_rows, store_group
 from ident3d.training.run_dir import LoadedRun
+from ident3d.training.views import to_float
 
 
 def encode_store(run: LoadedRun, info: StoreInfo, rows: np.ndarray, device: str = "cpu",
@@ -18,8 +19,6 @@ def encode_store(run: LoadedRun, info: StoreInfo, rows: np.ndarray, device: str 
 
     A damaged chunk is a one-line :class:`store.zarr_io.CorruptChunkError` naming it, not a codec traceback.
     """
-    from ident3d.training.views import to_float
-
     objective = run.objective(device, image_size=info.image_size)
     norm = run.normalize()
     g = store_group(info.path, mode="r")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 
@@ -21,11 +23,7 @@ def to_display(x: np.ndarray) -> np.ndarray:
 def reconstruction_figure(originals: np.ndarray, reconstructions: Mapping[str, np.ndarray], out: str | Path,
                           title: str = "") -> Path:
     """Save a grid: the first row the originals, then one row per method (images in [0, 1]); returns ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # files only, no display
     rows = {"original": to_display(originals), **{k: to_display(v) for k, v in reconstructions.items()}}
     n = len(rows["original"])
     fig, axes = plt.subplots(len(rows), n, figsize=(0.9 * n + 1.4, 0.95 * len(rows) + 0.4), squeeze=False)

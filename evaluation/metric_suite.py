@@ -15,8 +15,13 @@ from typing import Any
 import numpy as np
 
 from ident3d.causal.errors import UserError
+from ident3d.evaluation.citris_metrics import citris_scores
+from ident3d.evaluation.dci import dci
+from ident3d.evaluation.dci_es import dci_es_explicitness
 from ident3d.evaluation.metric_base import METRICS, Metric, ScoringData, register_metric
-from ident3d.evaluation.temporal_scores import HEADLINE
+from ident3d.evaluation.mig import mig
+from ident3d.evaluation.sap import sap
+from ident3d.evaluation.temporal_scores import HEADLINE, node_factors, sequence_store_scores, summary, temporal_scores
 
 
 def parse_metrics(text: str | Sequence[str] | None, flag: str = "--metrics") -> list[str]:
@@ -88,8 +93,6 @@ class DCI(Metric):
     columns = ("disentanglement", "completeness", "informativeness")
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.dci import dci
-
         r = dci(*_splits(data), importance="lasso")
         return {"disentanglement": r.disentanglement, "completeness": r.completeness,
                 "informativeness": r.informativeness, "importance": r.method}
@@ -102,8 +105,6 @@ class DCIExplicitness(Metric):
     columns = ("explicitness",)
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.dci_es import dci_es_explicitness
-
         return {"explicitness": dci_es_explicitness(*_splits(data)).score}
 
 
@@ -114,8 +115,6 @@ class MIG(Metric):
     columns = ("mig",)
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.mig import mig
-
         r = mig(data.factors_score, data.codes_score)
         return {"mig": r.score, "n_bins": r.n_bins}
 
@@ -127,8 +126,6 @@ class SAP(Metric):
     columns = ("sap",)
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.sap import sap
-
         return {"sap": sap(*_splits(data)).score}
 
 
@@ -139,8 +136,6 @@ class Citris(Metric):
     columns = ("r2_diag", "r2_sep", "r2_max_off_diag", "spearman_diag", "spearman_sep")
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.citris_metrics import citris_scores
-
         r = citris_scores(*_splits(data), regressor="linear")
         return {"r2_diag": r.r2_diag, "r2_sep": r.r2_sep, "r2_max_off_diag": r.r2_max_off_diag,
                 "spearman_diag": r.spearman_diag, "spearman_sep": r.spearman_sep}
@@ -159,8 +154,6 @@ class Temporal(Metric):
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
         if data.store is None:
             return self.of_source(run, data)
-        from ident3d.evaluation.temporal_scores import node_factors, sequence_store_scores
-
         info, enc = data.store, data.encoded or {}
         seq = info.attrs.sequences
         if not seq:
@@ -175,8 +168,6 @@ class Temporal(Metric):
     @staticmethod
     def of_source(run: Any, data: ScoringData) -> dict[str, Any]:
         """The scores on a synthetic source's frames, grouped by its causal variables."""
-        from ident3d.evaluation.temporal_scores import summary, temporal_scores
-
         source = data.source
         if getattr(source, "node_variable", None) is None:
             raise UserError("needs a sequence store or the temporal_sequences synthetic source (a source of "

@@ -31,14 +31,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import adjusted_rand_score, r2_score
+from sklearn.neural_network import MLPRegressor
+from sklearn.tree import DecisionTreeRegressor
 
 from ident3d.causal.errors import UserError
 from ident3d.store.masks import slot_pixels
@@ -163,8 +167,6 @@ class _MlpReadout:
     training alternate within one training run."""
 
     def __init__(self, seed: int = 0) -> None:
-        from sklearn.neural_network import MLPRegressor
-
         self.net = MLPRegressor(hidden_layer_sizes=MLP_HIDDEN, random_state=seed, max_iter=200, early_stopping=True,
                                 warm_start=True)
         self.x_scale: tuple[np.ndarray, np.ndarray] | None = None
@@ -176,10 +178,6 @@ class _MlpReadout:
         return a.mean(0), np.where(sd > 1e-12, sd, 1.0)
 
     def fit(self, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> None:
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-
         if self.x_scale is None:  # the first fit (every pair) fixes the scales
             self.x_scale, self.y_scale = self._scale(x), self._scale(y)
             self.net.early_stopping = len(x) >= 50  # a 10% validation split of fewer rows says nothing
@@ -478,8 +476,6 @@ def block_mcc(true_blocks: np.ndarray, codes: np.ndarray, block_sizes: list[int]
         r2 = np.array([[r2_score(true_blocks[:, k], LinearRegression().fit(block, true_blocks[:, k]).predict(block))
                         for k in range(n_objects)] for block in blocks])
     else:
-        from sklearn.tree import DecisionTreeRegressor
-
         order = np.random.default_rng(seed).permutation(len(codes))
         first, second = order[:len(order) // 2], order[len(order) // 2:]
         r2 = np.array([[max(0.0, r2_score(true_blocks[second, k], DecisionTreeRegressor(max_depth=10, random_state=seed)

@@ -12,8 +12,16 @@ import numpy as np
 import torch
 
 from ident3d.causal.errors import UserError
+from ident3d.evaluation.channel import canvas_cells, cell_columns, cell_oracle, channel_summary
 from ident3d.evaluation.metric_base import Metric, ScoringData, register_metric
-from ident3d.store.zarr_io import store_group
+from ident3d.evaluation.probe_run import encode, reconstructions, unnormalise
+from ident3d.evaluation.probe_suite import classification_probes
+from ident3d.evaluation.probes import linear_probe_accuracy
+from ident3d.evaluation.uniformity import reconstruction_mse, uniformity
+from ident3d.ingest.datasets import CANVAS_CELLS
+from ident3d.store.zarr_io import read_rows, store_group
+from ident3d.training.run_dir import normalizer
+from ident3d.training.views import to_float
 
 
 def split_classes(data: ScoringData) -> tuple[np.ndarray, np.ndarray]:
@@ -26,9 +34,6 @@ def scored_images(data: ScoringData) -> np.ndarray:
     """The uint8 images (N, H, W, 3) of the fit rows then the score rows: given, or read from the store."""
     if data.images is not None:
         return data.images
-
-    from ident3d.store.zarr_io import read_rows
-
     rows = np.asarray(data.encoded["rows"])
     hi = int(rows.max()) + 1
     group = store_group(data.store.path, mode="r")
@@ -53,8 +58,6 @@ class Probe(Metric):
     columns = ("linear", "mlp", "knn", "gmm_accuracy", "gmm_nmi", "gmm_ari")
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.probe_suite import classification_probes
-
         y_fit, y_score = split_classes(data)
         return classification_probes(data.codes_fit, y_fit, data.codes_score, y_score, data.seed)
 
@@ -68,9 +71,6 @@ class Reconstruction(Metric):
     columns = ("mse",)
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.probe_run import encode, reconstructions, unnormalise
-        from ident3d.evaluation.uniformity import reconstruction_mse
-
         images = scored_images(data)
         objective = run.objective("cpu", image_size=images.shape[1])
         z, x = encode(objective, run.cfg, images)
@@ -104,11 +104,6 @@ class CrlTac(Metric):
     version = 2
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.channel import canvas_cells, cell_columns, cell_oracle, channel_summary
-        from ident3d.evaluation.probes import linear_probe_accuracy
-        from ident3d.evaluation.uniformity import uniformity
-        from ident3d.ingest.datasets import CANVAS_CELLS
-
         objective = run.objective("cpu", image_size=data.store.image_size)
         if not hasattr(objective, "average_crops"):
             raise UserError(f"needs a run with a crop channel (objective crl_tac), not {run.cfg.objective}")
@@ -143,9 +138,6 @@ def represent(objective: torch.nn.Module, cfg: Any, images: np.ndarray, oracle: 
               batch: int = 64) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A crop-channel run's layers of uint8 images (and P(T|X) as "probs"), and with ``oracle`` (N, T) the same
     layers averaged over the oracle's P(T|X) instead, from one encoding of every crop."""
-    from ident3d.training.run_dir import normalizer
-    from ident3d.training.views import to_float
-
     norm = normalizer(cfg)
     out: dict[str, list[np.ndarray]] = {}
     alt: dict[str, list[np.ndarray]] = {}

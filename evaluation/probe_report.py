@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_suite import ScoringData, score
 from ident3d.evaluation.probe_run import encode, load_objective, reconstructions, unnormalise
+from ident3d.training.run_dir import RunDir
 
 
 def split_rows(n: int, fit_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -26,9 +28,6 @@ def probe_run(run_dir: str, images: np.ndarray, classes: np.ndarray, fit: np.nda
               seed: int = 0, recon: bool = True, figure: bool = False) -> tuple[dict[str, Any], np.ndarray | None]:
     """One run's report (the ``probe`` metric of its representation; with ``recon`` the ``recon`` metric, the test
     rows' reconstruction MSE in [0, 1] pixels) and, with ``figure``, its reconstructions of the test rows in [0, 1]."""
-    from ident3d.evaluation.metric_suite import ScoringData, score
-    from ident3d.training.run_dir import RunDir
-
     cfg, objective = load_objective(run_dir, images.shape[1])
     z, x = encode(objective, cfg, images)
     order = np.concatenate([fit, test])
@@ -77,7 +76,7 @@ def probe_images(run_dirs: str | list[str], images: np.ndarray, classes: np.ndar
     out: dict[str, Any] = {"runs": reports, "seed": seed, "fit_fraction": fit_fraction,
                            "markdown": markdown({k: r["scores"] for k, r in zip(recs, reports, strict=True)})}
     if figure is not None:
-        from ident3d.evaluation.figures_recon import reconstruction_figure
+        from ident3d.evaluation.figures_recon import reconstruction_figure  # matplotlib: only with a figure
 
         show = slice(0, n_figure)
         reconstruction_figure(images[test][show] / 255.0, {k: v[show] for k, v in recs.items()}, figure)

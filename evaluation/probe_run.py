@@ -11,14 +11,15 @@ import numpy as np
 import torch
 
 from ident3d.causal.errors import UserError
+from ident3d.evaluation.recon_probe import decode, fit_decoder
+from ident3d.store.info import store_info
+from ident3d.store.zarr_io import store_reachable
+from ident3d.training.run_dir import RunDir, StoreData, normalizer
+from ident3d.training.views import to_float
 
 
 def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]:
     """(TrainConfig, objective with trained weights, in eval mode) of a run, built for ``image_size`` px."""
-    from ident3d.store.info import store_info
-    from ident3d.store.zarr_io import store_reachable
-    from ident3d.training.run_dir import RunDir, StoreData
-
     run = RunDir(Path(run_dir)).load()
     if isinstance(run.data, StoreData) and store_reachable(run.data.path):
         trained = store_info(run.data.path, allow_partial=True).image_size
@@ -32,9 +33,6 @@ def load_objective(run_dir: str, image_size: int) -> tuple[Any, torch.nn.Module]
 def encode(objective: torch.nn.Module, cfg: Any, images: np.ndarray,
            batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(representations (N, Z), normalised images (N, 3, H, W)) of uint8 images (N, H, W, 3)."""
-    from ident3d.training.run_dir import normalizer
-    from ident3d.training.views import to_float
-
     norm = normalizer(cfg)
     x = torch.cat([norm(to_float(torch.from_numpy(images[i:i + batch_size])))
                    for i in range(0, len(images), batch_size)])
@@ -61,8 +59,6 @@ def reconstructions(objective: torch.nn.Module, x: np.ndarray, z: np.ndarray, fi
         target = objective.target(xt).numpy()
         rec = torch.cat([objective.reconstruct(xt[i:i + 256]) for i in range(0, len(xt), 256)]).numpy()
         return target, rec, "own decoder"
-    from ident3d.evaluation.recon_probe import decode, fit_decoder
-
     with torch.enable_grad():
         decoder = fit_decoder(z[fit], x[fit], epochs=epochs, seed=seed)
     return x, decode(decoder, z), f"decoder fit on frozen features ({epochs} epochs)"

@@ -19,6 +19,7 @@ import numpy as np
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
+from ident3d.evaluation.metric_inputs import defined_mean
 from ident3d.training.views import Normalize, make_view_maker
 from ident3d.training.views.augment import DA_RECIPES
 from ident3d.training.views.base import Style
@@ -164,8 +165,6 @@ def table_row(r2: np.ndarray, latent_names: Sequence[str], cols: Sequence[Column
               class_acc: float | None) -> dict[str, float]:
     """One row of the report: class accuracy and the mean R^2 of each column's latents, an undefined (NaN) latent's
     left out (``evaluation.metric_inputs.defined_mean``; a column with none defined is NaN)."""
-    from ident3d.evaluation.metric_inputs import defined_mean
-
     index = {n: i for i, n in enumerate(latent_names)}
     row = {"Class": class_acc} if class_acc is not None else {}
     for c in cols:

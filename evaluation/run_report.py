@@ -9,6 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from ident3d.causal.errors import UserError
+from ident3d.evaluation import linear_probe_accuracy
+from ident3d.evaluation.channel import summarise_run
+from ident3d.evaluation.encode import encode_store
+from ident3d.evaluation.mcc import report_mcc
+from ident3d.evaluation.metric_suite import ScoringData, score
+from ident3d.evaluation.regression import r2_or_undefined
+from ident3d.evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
+from ident3d.evaluation.uniformity import uniformity
+from ident3d.store.info import store_info
+from ident3d.store.zarr_io import store_reachable
+from ident3d.training.objectives import OBJECTIVES
+from ident3d.training.run_dir import RunDir, StoreData
+from ident3d.training.trainer import pick_device
 
 
 def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int = 20480, kernel: bool = True,
@@ -23,18 +36,6 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
     layer (``ident3d.evaluation.metric_suite.score``: any registered metric by name), fit and scored on the same
     splits as the probes.
     """
-    from ident3d.evaluation import linear_probe_accuracy
-    from ident3d.evaluation.encode import encode_store
-    from ident3d.evaluation.mcc import report_mcc
-    from ident3d.evaluation.regression import r2_or_undefined
-    from ident3d.evaluation.report import columns, markdown, marks, resolve_style, table_row, titles
-    from ident3d.evaluation.uniformity import uniformity
-    from ident3d.store.info import store_info
-    from ident3d.store.zarr_io import store_reachable
-    from ident3d.training.objectives import OBJECTIVES
-    from ident3d.training.run_dir import RunDir, StoreData
-    from ident3d.training.trainer import pick_device
-
     run = RunDir(Path(run_dir)).load()
     cfg = run.cfg
     info = store_info(test_store)
@@ -91,14 +92,10 @@ def evaluate_run(run_dir: str, test_store: str, n_fit: int = 10240, n_score: int
             "table": row,
         }
     if metrics:
-        from ident3d.evaluation.metric_suite import ScoringData, score
-
         z = enc["output"]
         data = ScoringData(y[:fit_n], z[:fit_n], y[fit_n:], z[fit_n:], store=info, encoded=enc)
         report["metrics"] = score(run, data, metrics)
     if OBJECTIVES.get(cfg.objective).view_maker == "learned_crop":
-        from ident3d.evaluation.channel import summarise_run
-
         report["channel"] = summarise_run(run, info, rows[fit_n:], str(pick_device(device)), figure)
     method = report["layers"]["output"]["r2_method"]
     note = f"R^2: {method}; (S) style = changed by {cfg.views}, (C) content, (C/S) partly style; bold: >= 0.5"

@@ -23,10 +23,21 @@ from typing import Any
 
 import numpy as np
 
+from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
 from ident3d.evaluation.metric_base import Metric, ScoringData, register_metric
+from ident3d.evaluation.object_metrics import (
+    block_mcc,
+    fg_ari,
+    match_by_masks,
+    slot_identifiability_score,
+    slot_r2,
+    slot_r2_given,
+)
+from ident3d.store.attrs import read_attrs
+from ident3d.store.layout import require_layout
 from ident3d.store.masks import all_present
-from ident3d.store.zarr_io import store_group
+from ident3d.store.zarr_io import read_at, store_group
 
 
 @dataclass(frozen=True)
@@ -45,8 +56,6 @@ class ObjectData:
     @cached_property
     def matched(self) -> np.ndarray:
         """(N, K) the slot that segments each object (Hungarian on mask IoU, per image); computed once."""
-        from ident3d.evaluation.object_metrics import match_by_masks
-
         n_slots = self.slots.shape[1]
         if n_slots < self.present.shape[1]:
             raise UserError(f"the run has {n_slots} slots for {self.present.shape[1]} object slots; train with "
@@ -56,8 +65,6 @@ class ObjectData:
 
 def object_columns(scm_spec: dict[str, Any], latent_names: list[str]) -> list[list[int]]:
     """Per object slot, the store's latent columns of its continuous nodes (its categorical class left out)."""
-    from ident3d.causal import load_scm
-
     scm = load_scm(scm_spec)
     if scm.plates is None:
         raise UserError("needs a multi-object store (an SCM with object plates, e.g. multi3dident_independent)")
@@ -100,11 +107,6 @@ def store_objects(info: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The store's masks (N, H, W) int64 and presence (N, K) bool of ``rows``, after holding both arrays against the
     store format (``ident3d.store.layout.require_layout``): a store without masks, or whose masks or presence are
     missing, reshaped or short, is one line saying what to run; a damaged chunk one line naming it."""
-
-    from ident3d.store.attrs import read_attrs
-    from ident3d.store.layout import require_layout
-    from ident3d.store.zarr_io import read_at
-
     group = store_group(info.path, mode="r")
     if "masks" not in require_layout(group, read_attrs(group, info.path), info.path, ("masks", "present")).specs:
         raise UserError(f"needs a store with object masks; {info.path} has none (render a multi-object scene, "
@@ -128,8 +130,6 @@ class FgAri(ObjectMetric):
     columns = ("fg_ari",)
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.object_metrics import fg_ari
-
         d = object_data(data)
         return {"fg_ari": fg_ari(d.masks[d.score], d.slot_masks[d.score])}
 
@@ -144,8 +144,6 @@ class SlotR2(ObjectMetric):
     version = 2
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.object_metrics import slot_r2
-
         d = object_data(data)
         r = slot_r2(d.latents, d.slots, d.fit, d.score, d.present)
         return {"r2": r.score, "per_latent": dict(zip(d.names, np.round(r.per_latent, 4).tolist(), strict=True)),
@@ -160,8 +158,6 @@ class SlotR2Masks(ObjectMetric):
     columns = ("r2",)
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.object_metrics import slot_r2_given
-
         d = object_data(data)
         r = slot_r2_given(d.latents, d.slots, d.matched, d.fit, d.score, d.present)
         return {"r2": r.score, "per_latent": dict(zip(d.names, np.round(r.per_latent, 4).tolist(), strict=True)),
@@ -179,8 +175,6 @@ class SlotIdentifiability(ObjectMetric):
     version = 2
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.object_metrics import slot_identifiability_score
-
         d = object_data(data)
         r = slot_identifiability_score(d.latents, d.slots, d.fit, d.score, d.present)
         return {"sis": r.score, "r_on": r.r_on, "r_off": r.r_off, "ceiling": r.ceiling, "readout": r.readout,
@@ -200,8 +194,6 @@ class BlockMcc(ObjectMetric):
     version = 2
 
     def __call__(self, run: Any, data: ScoringData) -> dict[str, Any]:
-        from ident3d.evaluation.object_metrics import block_mcc
-
         d = object_data(data)
         rows = np.flatnonzero(all_present(d.present))
         if len(rows) < 10:

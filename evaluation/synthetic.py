@@ -12,7 +12,12 @@ import numpy as np
 import torch
 
 from ident3d.evaluation.mcc import report_mcc
+from ident3d.evaluation.metric_suite import ScoringData, table_values
+from ident3d.evaluation.metric_suite import score as score_metrics
 from ident3d.evaluation.regression import r2_per_latent
+from ident3d.evaluation.spectrum import std_spectrum, top_dim_correlations
+from ident3d.training.run_dir import RunDir
+from ident3d.training.synthetic.run import source_of
 
 
 def score(h_fit: np.ndarray, z_fit: np.ndarray, h_test: np.ndarray, z_test: np.ndarray,
@@ -52,9 +57,6 @@ def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
                   batch_size: int = 8192, run: Any = None) -> tuple[np.ndarray, np.ndarray, Any]:
     """(representation (n, D), true latents (n, L), source) of held-out draw ``seed`` of a synthetic run's source,
     encoded with the run's trained weights (``run``: the run already loaded, else it is loaded from ``run_dir``)."""
-    from ident3d.training.run_dir import RunDir
-    from ident3d.training.synthetic.run import source_of
-
     run = RunDir(Path(run_dir)).load() if run is None else run
     source = source_of(run.cfg, device)
     objective = run.objective(device, in_dim=source.obs_dim)
@@ -66,8 +68,6 @@ def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
 def spectrum_scores(h: np.ndarray, z: np.ndarray, informative: Sequence[int], top: int = 4) -> dict[str, float]:
     """Paper 003's read-out: the representation's per-dimension stds, sorted ("spectrum/1" the largest, ...),
     and the mean matched |corr| of the len(informative) highest-std dims with the informative latents."""
-    from ident3d.evaluation.spectrum import std_spectrum, top_dim_correlations
-
     stds, _ = std_spectrum(h)
     out = {f"spectrum/{i + 1}": float(s) for i, s in enumerate(stds[:top])}
     out["top_corr"] = top_dim_correlations(h, z, k=len(informative), informative=informative)["mean"]
@@ -79,8 +79,6 @@ def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 1
     """Scores of a synthetic run (see ``score``), fit and scored on two independent held-out draws; sources with
     an "informative" latent group (paper 003) also get ``spectrum_scores`` on the scoring draw, and ``metrics``
     (registered names, ``ident3d.evaluation.metric_suite``) their ``NAME/COLUMN`` numbers."""
-    from ident3d.training.run_dir import RunDir
-
     run = RunDir(Path(run_dir)).load()  # once, for both draws and the metrics
     h_fit, z_fit, source = encode_source(run_dir, n_fit, 1, device, run=run)
     h_test, z_test, _ = encode_source(run_dir, n_score, 2, device, run=run)
@@ -89,9 +87,6 @@ def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 1
         idx = [source.latent_names.index(n) for n in source.latent_groups["informative"]]
         out.update(spectrum_scores(h_test, z_test, idx))
     if metrics:
-        from ident3d.evaluation.metric_suite import ScoringData, table_values
-        from ident3d.evaluation.metric_suite import score as score_metrics
-
         data = ScoringData(z_fit, h_fit, z_test, h_test, source=source)
         out.update(table_values(score_metrics(run, data, metrics)))
     return out

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ident3d.causal.dynamic import DynamicSCM
 from ident3d.evaluation.citris_metrics import citris_scores, diag_and_sep, group_matrices
 from ident3d.evaluation.dci import dci
 from ident3d.evaluation.mig import mig
+from ident3d.training.temporal.variables import causal_variables, node_variable
 
 
 def correlation_ratio(x: np.ndarray, y: np.ndarray, n_bins: int = 20) -> np.ndarray:
@@ -87,9 +89,6 @@ def sequence_store_scores(sequences: dict, factors: np.ndarray, codes: np.ndarra
     """``temporal_scores`` of codes on a sequence store (``sequences``: its attributes' dynamic spec and names;
     ``factors`` in node order), the first ``n_fit`` rows fitting the regressors; a JSON-ready dict with the R^2
     matrix under the causal variables' names."""
-    from ident3d.causal.dynamic import DynamicSCM
-    from ident3d.training.temporal.variables import causal_variables, node_variable
-
     variables = causal_variables(DynamicSCM(sequences["spec"]))
     node_var = node_variable(variables, len(sequences["intervention_names"]))
     s = temporal_scores(factors[:n_fit], codes[:n_fit], factors[n_fit:], codes[n_fit:], node_var, assignment,

@@ -28,7 +28,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
+from ident3d.jobs.cluster import cluster_client, connect, dashboard_link
 from ident3d.pipelines.files import write_atomic
+from ident3d.training.config import ADDED_LATER
 
 KEY_FILE = "cell.json"
 CELL_THREADS = 1  # torch and BLAS threads of every cell wherever it runs (parallelism comes from --workers)
@@ -40,8 +44,7 @@ def run_settings(train_config: Any, drop: tuple[str, ...] = ()) -> dict[str, Any
     """A TrainConfig as the settings that shape its result: hyperparameters and encoder options checked and in
     their declared types (``tau: 1`` and ``tau: 1.0`` are one setting), without ``RUN_ONLY`` and ``drop``, and
     without a field added later while it has the value older cells had (``ident3d.training.config.ADDED_LATER``)."""
-    from ident3d.training.config import ADDED_LATER
-    from ident3d.training.parts import resolve_args
+    from ident3d.training.parts import resolve_args  # torch: not for `ident3d KIND --help`
 
     resolve_args(train_config)
     settings = asdict(train_config)
@@ -84,6 +87,7 @@ def scoring_key(settings: Mapping[str, Any]) -> str:
     """The scoring key of a cell's full settings: a hash of its scoring settings (``split_settings``) with the
     ``version`` of each metric named and of the built-in scores (``ident3d.evaluation.metric_base``), so a corrected
     metric re-scores finished cells."""
+    # sklearn and torch: not for `ident3d synthetic --help` or `ident3d experiment --help`
     from ident3d.evaluation.metric_base import BUILTIN_SCORES_VERSION, METRICS
     from ident3d.evaluation.metric_suite import parse_metrics  # registers every metric
 
@@ -222,8 +226,7 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
     Dask cluster of ``workers`` single-thread processes or an existing cluster at ``scheduler``. A cell that
     diverges returns ``{"diverged": why}`` like any result (the caller reports it and goes on, ``split_diverged``)."""
     if not scheduler and workers <= 1:
-        import torch
-        from threadpoolctl import threadpool_limits
+        import torch  # not for `ident3d KIND --help`
 
         run = serial or (lambda cell, i, n: cell.fn(*cell.args))
         out = {}
@@ -238,8 +241,6 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
         finally:
             torch.set_num_threads(before)
         return out
-    from ident3d.jobs.cluster import cluster_client, connect, dashboard_link
-
     remote = connect(scheduler) if scheduler else None
     try:
         with cluster_client(remote, workers) as (client, _):
@@ -253,8 +254,7 @@ def run_cells(cells: Sequence[Cell], workers: int = 1, scheduler: str | None = N
 
 def _cell_threads(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     """Run a cell on a Dask worker with ``CELL_THREADS`` torch and BLAS threads (set, not inherited)."""
-    import torch
-    from threadpoolctl import threadpool_limits
+    import torch  # not for `ident3d KIND --help`
 
     torch.set_num_threads(CELL_THREADS)
     with threadpool_limits(CELL_THREADS):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tqdm import tqdm
+
 from ident3d.store.check import check_store, describe, ranges, repair_store
 
 
@@ -35,8 +37,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check (and with --repair, repair) the store; 0 when nothing is damaged, 1 when something was."""
-    from tqdm import tqdm
-
     def bar(ks: list[int]) -> tqdm:
         return tqdm(ks, unit="chunk", desc="check", disable=not args.progress, file=sys.stderr)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -55,8 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ident3d {args.command}: {str(exc) or 'interrupted'}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`ident3d ... | head`): stop quietly, as other tools do
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 141
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 
 from ident3d.causal.errors import UserError
+from ident3d.ingest.datasets import DATASETS, dataset_store
+from ident3d.store.info import store_info
+from ident3d.store.zarr_io import done_mask, open_store
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ident3d.ingest.datasets import DATASETS
-
     listing = "\n".join(f"  {name:15s} {doc}" for name, doc in DATASETS.describe())
     p = sub.add_parser(
         "dataset", help="write an image benchmark (digits, mnist5k, MNIST, CIFAR10, CelebA, ...) as a store",
@@ -42,8 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ident3d.ingest.datasets import dataset_store
-
     if args.size is not None and not 8 <= args.size <= 512:
         raise UserError(f"--size must be between 8 and 512, got {args.size}")
     if args.chunk_size < 1:
@@ -53,8 +52,6 @@ def run(args: argparse.Namespace) -> int:
                        chunk_size=args.chunk_size, overwrite=args.overwrite)
     out = str(args.out)
     if complete or ds is None:
-        from ident3d.store.info import store_info
-
         print(f"{out} is complete ({store_info(out).n} images); nothing to do (--overwrite writes it again)")
         return 0
     print(f"wrote {out}: {len(ds.images)} images of {ds.images.shape[1]} px, labels {', '.join(ds.labels)}")
@@ -63,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
 
 def is_complete(out: str) -> bool:
     """Whether ``out`` already holds a store with every chunk done."""
-    from ident3d.store.zarr_io import done_mask, open_store
-
     try:
         return bool(done_mask(open_store(out)).all())
     except UserError:

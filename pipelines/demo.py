@@ -8,6 +8,8 @@ import argparse
 import time
 from pathlib import Path
 
+from ident3d.pipelines.files import check_output_dir
+
 DEMO_CONFIG = {
     "name": "demo",
     "scene": "causal3dident",
@@ -41,8 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ident3d.pipelines.files import check_output_dir
-
     t0 = time.perf_counter()
     check_output_dir(args.out)
     stores, train = DEMO_CONFIG["stores"], DEMO_CONFIG["train"]
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"ident3d demo: render {stores['train']['n']} + {stores['test']['n']} Causal3DIdent images, train "
           f"{len(DEMO_CONFIG['rows'])} models and their supervised ceiling ({train['steps']} steps each), evaluate "
           f"them -> {args.out}/ (a few minutes on 2 CPU cores; a re-run skips what is done)", flush=True)
-    from ident3d.pipelines.kinds.compare import check_config, run_compare
+    from ident3d.pipelines.kinds.compare import check_config, run_compare  # sklearn: not for --help
 
     cfg = check_config(DEMO_CONFIG, "demo")
     result = run_compare(cfg, Path(args.out), progress=not args.no_progress)

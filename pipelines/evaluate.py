@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def parse_da_style(items: list[str]) -> dict[str, list[str]]:
     """``["colour=tint+lamp"]`` -> ``{"colour": ["tint", "lamp"]}`` (checked by ``ident3d.evaluation.report``)."""
-    from ident3d.evaluation.report import check_da_style
+    from ident3d.evaluation.report import check_da_style  # torch, sklearn: not for --help
 
     out: dict[str, list[str]] = {}
     for item in items:

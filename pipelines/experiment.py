@@ -107,7 +107,7 @@ def held_experiment(kind: ExperimentKind, out: Path) -> str | None:
 def _run_or_say_where(cell: Cell, progress: bool, i: int, n: int) -> dict[str, Any]:
     """A cell run in this process (cell i of n); Ctrl-C becomes a KeyboardInterrupt that says where it stopped
     and how to go on."""
-    from ident3d.training.trainer import TrainingInterrupted
+    from ident3d.training.trainer import TrainingInterrupted  # torch: not for `ident3d KIND --help`
 
     where = f"cell {cell.key[0]!r} seed {cell.key[1]}"
     resume = f"{i} of {n} cells done; re-run the same command to resume"
@@ -136,7 +136,7 @@ def check_grid(names: Sequence[str], seeds: Sequence[int], metrics: Sequence[str
     if not seeds:
         raise ConfigError("seeds", "must be a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]")
     if metrics is not None:
-        from ident3d.evaluation.metric_suite import parse_metrics
+        from ident3d.evaluation.metric_suite import parse_metrics  # sklearn, torch: not for `ident3d KIND --help`
 
         if not metrics:
             raise ConfigError("metrics", "must be a list of metric names, e.g. [dci, mig], got []")

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from ident3d.causal.errors import UserError
+from ident3d.pipelines.cells import cell_key, keyed, scoring_key, split_settings
 from ident3d.pipelines.experiment import slug
 from ident3d.pipelines.files import check_output_dir, read_yaml_config
 from ident3d.pipelines.kinds import module, names
@@ -105,8 +106,6 @@ def cell_keys(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, dict
     scoring key, as the engine derives them when it runs the cell (the kind's ``cell_settings_of``, which its
     ``cells`` claims); nothing is written. What the goldens record so that a change to how configs are read cannot
     silently re-key (and retrain) a cell."""
-    from ident3d.pipelines.cells import cell_key, keyed, scoring_key, split_settings
-
     _, kind_module = kind_of(path)
     missing: list[str] = []  # data a synthetic source reads that is not here: its cells are keyed all the same
     cfg = kind_module.load_config(path, overrides, missing)

@@ -8,7 +8,11 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import yaml
+
 from ident3d.causal.errors import UserError
+from ident3d.causal.yamlnum import load_yaml
+from ident3d.pipelines.overrides import apply_overrides
 
 
 def check_output(path: str | Path, suffixes: tuple[str, ...], overwrite: bool) -> Path:
@@ -75,10 +79,6 @@ def read_yaml_config(path: str | Path, example: str, overrides: Sequence[str] = 
     """The parsed YAML of a config file (numbers read by ``ident3d.causal.yamlnum``: ``2e-3`` is a number), with the
     ``--set PATH=VALUE`` ``overrides`` applied (``ident3d.pipelines.overrides``); a missing file or bad YAML is a
     one-line error naming ``example``."""
-    import yaml
-
-    from ident3d.causal.yamlnum import load_yaml
-
     p = Path(path)
     if not p.is_file():
         raise UserError(f"config {path} not found; see {example} for an example")
@@ -86,6 +86,4 @@ def read_yaml_config(path: str | Path, example: str, overrides: Sequence[str] = 
         raw = load_yaml(p.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"config {path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    from ident3d.pipelines.overrides import apply_overrides
-
     return apply_overrides(raw, overrides)

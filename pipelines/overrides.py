@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ident3d.causal.errors import UserError
+from ident3d.causal.yamlnum import load_yaml
 
 STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[-?\d+\])*)")
 
@@ -34,8 +35,6 @@ def parse_path(path: str) -> list[str | int]:
 
 def parse_override(text: str) -> tuple[str, list[str | int], Any]:
     """``PATH=VALUE`` -> (the path as written, its steps, the value read as YAML)."""
-    from ident3d.causal.yamlnum import load_yaml
-
     path, sep, raw = text.partition("=")
     if not sep or not path.strip():
         raise UserError(f"--set {text}: give PATH=VALUE, e.g. --set train.steps=3")

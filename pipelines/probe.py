@@ -10,7 +10,6 @@ import json
 import numpy as np
 
 from ident3d.causal.errors import UserError
-from ident3d.evaluation.probe_report import probe_images
 from ident3d.pipelines.files import check_output, write_atomic
 
 
@@ -18,12 +17,12 @@ def labelled_images(store: str | None, dataset: str | None, root: str | None, ma
                     test_split: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(uint8 images, classes) of the first ``max_images`` finished rows of a store, or of a named dataset."""
     if dataset:
-        from ident3d.ingest.datasets import load_dataset
+        from ident3d.ingest.datasets import load_dataset  # torch: not for `ident3d probe --help`
 
         ds = load_dataset(dataset, root, train=not test_split)
         return ds.images[:max_images], ds.classes[:max_images]
 
-    from ident3d.store.info import store_info
+    from ident3d.store.info import store_info  # zarr: not for `ident3d probe --help`
     from ident3d.store.zarr_io import read_rows, store_group
 
     info = store_info(store, allow_partial=True)
@@ -73,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     out = check_output(args.out, (".json",), args.overwrite) if args.out else None
     figure = check_output(args.figure, (".png",), args.overwrite) if args.figure else None
     images, classes = labelled_images(args.store, args.dataset, args.root, args.max_images)
+    from ident3d.evaluation.probe_report import probe_images  # torch, sklearn: not for `ident3d probe --help`
+
     report = probe_images(args.run_dirs, images, classes, args.fit_fraction, args.seed, recon=not args.no_recon,
                           figure=figure)
     print(report["markdown"])

@@ -10,6 +10,7 @@ from ident3d.pipelines.notes import notes_printed
 from ident3d.render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
 from ident3d.render.job import VIEW_SEEDS, RenderReport
 from ident3d.render.placement_rules import support_from_flags
+from ident3d.render.sequences import render_sequences
 from ident3d.render.settings import HUE_MODES
 
 
@@ -154,8 +155,6 @@ def summarize(report: RenderReport) -> int:
 def render_sequence_args(args: argparse.Namespace) -> RenderReport:
     """``--sequences N``: a sequence store of the dynamic SCM ``--scm``; options of i.i.d. renders that have no
     meaning here are refused in one line."""
-    from ident3d.render.sequences import render_sequences
-
     for flag, value in (("--n", args.n), ("--latents", args.latents), ("--views", args.views),
                         ("--view-conditional", args.view_conditional), ("--support-exclude", args.support_exclude),
                         ("--support-only", args.support_only)):

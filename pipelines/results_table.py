@@ -142,7 +142,7 @@ def write_csv(table: ResultsTable, path: Path, extra: Sequence[str] = ()) -> Non
 
 def heatmap(table: ResultsTable, path: Path, title: str, label: str = "value") -> None:
     """The means as a heatmap (rows x columns, each number printed), written atomically as PNG."""
-    import matplotlib
+    import matplotlib  # not for `ident3d KIND --help`
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -32,7 +32,7 @@ def placed_rows(scm: SCM, scene_arg: str, n: int, seed: int, start: int) -> Samp
     ``ident3d render --n`` draws them (``ident3d.render.placement.sample_placed``); the scene must bind the SCM, and
     rules too strict to keep are refused before drawing (the render's preflight). A scene without such rules gives
     the SCM's own rows."""
-    from ident3d.render.api import check_scene_matches
+    from ident3d.render.api import check_scene_matches  # the renderer, zarr: only with --scene
     from ident3d.render.placement import preflight, sample_placed
     from ident3d.render.scene import load_scene
 

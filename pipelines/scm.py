@@ -31,7 +31,7 @@ def describe(scm: SCM) -> Table:
 
 def plot_graph(scm: SCM, out: Path) -> Path:
     """Draw the DAG in layers (topological generations), coloured by group, to a PNG/PDF/SVG."""
-    import matplotlib
+    import matplotlib  # only for `ident3d scm plot`
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import networkx as nx
 from rich.markup import escape
 from rich.table import Table
 
@@ -32,11 +33,10 @@ def describe_dynamic(model: DynamicSCM) -> Table:
 def plot_unrolled(model: DynamicSCM, out: Path) -> Path:
     """Draw the two-slice graph: slice t-1 on the left, slice t on the right, lag edges across, same-step edges
     curved within a slice; coloured by group, to a PNG/PDF/SVG."""
-    import matplotlib
+    import matplotlib  # only for `ident3d scm plot`
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import networkx as nx
 
     g = model.unrolled()
     row = {name: i for i, name in enumerate(model.order)}

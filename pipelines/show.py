@@ -14,14 +14,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ident3d.causal.errors import UserError
 from ident3d.pipelines.files import check_output, write_atomic
 from ident3d.pipelines.show_masks import legend, object_summary, overlay, placement_line
 from ident3d.store.attrs import StoreAttrs, read_attrs
 
+# zarr (store.zarr_io, store.layout) and matplotlib are imported where they are used: `ident3d show --help` (and
+# `ident3d --help`) import this module and need neither (zarr +0.13 s, matplotlib +0.45 s)
+
 
 def summary(group: Any, path: str) -> Table:
     """A table of what the store holds and how it was made."""
-    from ident3d.store.zarr_io import done_mask, view_names
+    from ident3d.store.zarr_io import done_mask, view_names  # zarr: not for --help
 
     a = read_attrs(group, path)
     done = done_mask(group, path)
@@ -96,12 +100,18 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     it). Returns each image's pixel box (x0, y0, x1, y1) in the saved PNG, ``boxes[i][j]`` for the i-th shown row and
     its anchor (j = 0) or view j, so callers can compare cells with the store.
     """
-    import matplotlib
+    import matplotlib  # not for --help
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ident3d.store.zarr_io import chunk_bounds, done_mask, read_rows, store_name, view_names
+    from ident3d.store.zarr_io import (  # zarr: not for --help
+        chunk_bounds,
+        done_mask,
+        read_rows,
+        store_name,
+        view_names,
+    )
 
     path = path or store_name(group)
     a = read_attrs(group, path)
@@ -109,8 +119,6 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     rows_done = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
                                or [np.zeros(0, int)])
     if rows_done.size == 0:
-        from ident3d.causal.errors import UserError
-
         raise UserError("the store has no finished chunk yet; render it first")
     pick = rows_done[:count] if seed is None else np.sort(
         np.random.default_rng(seed).choice(rows_done, min(count, rows_done.size), replace=False))
@@ -118,7 +126,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     prefixes = [""] + [f"views/{v}/" for v in views]
     masks = "masks" in group if masks is None else masks
     if masks:  # every drawn masks array and the slots of the legend, as declared: else one line saying what to run
-        from ident3d.store.layout import require_layout
+        from ident3d.store.layout import require_layout  # zarr: not for --help
 
         require_layout(group, a, path, [f"{pre}{name}" for pre in prefixes for name in ("masks", "present")])
     names, groups, class_names = a.latent_names, a.latent_groups, a.class_names
@@ -160,7 +168,7 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
 
 def _done_rows(group: Any, path: str) -> np.ndarray:
     """Rows of the store's finished chunks, in order."""
-    from ident3d.store.zarr_io import chunk_bounds, done_mask
+    from ident3d.store.zarr_io import chunk_bounds, done_mask  # zarr: not for --help
 
     n, c = group["images"].shape[0], group["images"].chunks[0]
     return np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]
@@ -169,8 +177,6 @@ def _done_rows(group: Any, path: str) -> np.ndarray:
 
 def _shared_rows(groups: Sequence[Any], names: Sequence[str], count: int, seed: int | None) -> np.ndarray:
     """Up to ``count`` rows finished in every store (the first ones, or a random pick with ``seed``)."""
-    from ident3d.causal.errors import UserError
-
     rows = _done_rows(groups[0], names[0])
     for g, name in zip(groups[1:], names[1:], strict=True):
         rows = np.intersect1d(rows, _done_rows(g, name))
@@ -183,8 +189,7 @@ def _shared_rows(groups: Sequence[Any], names: Sequence[str], count: int, seed: 
 
 def _same_latents(groups: Sequence[Any], names: Sequence[str], rows: np.ndarray) -> None:
     """Every store holds the first store's latents and classes in ``rows``; else a one-line UserError."""
-    from ident3d.causal.errors import UserError
-    from ident3d.store.zarr_io import read_rows
+    from ident3d.store.zarr_io import read_rows  # zarr: not for --help
 
     def values(g: Any, name: str, key: str) -> np.ndarray | None:
         return read_rows(g[key], slice(0, int(rows.max()) + 1), name)[rows] if key in g else None
@@ -223,12 +228,12 @@ def save_side_by_side(groups: Sequence[Any], names: Sequence[str], out: Path, co
     with its name and mesh files), one column per row, captioned with row index and class. The stores must hold
     the same latents (and classes) in those rows, else a one-line UserError. Returns each image's pixel box
     (x0, y0, x1, y1) in the saved PNG, ``boxes[store][column]``, so callers can compare cells."""
-    import matplotlib
+    import matplotlib  # not for --help
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ident3d.store.zarr_io import read_rows
+    from ident3d.store.zarr_io import read_rows  # zarr: not for --help
 
     rows = _shared_rows(groups, names, count, seed)
     _same_latents(groups, names, rows)
@@ -291,7 +296,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _readable(path: str) -> Any:
     """The store at ``path``, its per-row arrays held against the store format first (``store.layout``): a missing
     or reshaped array is one line saying what to run, before anything is printed or drawn."""
-    from ident3d.store.layout import require_layout
+    from ident3d.store.layout import require_layout  # zarr: not for --help
     from ident3d.store.zarr_io import open_store
 
     group = open_store(path)
@@ -301,8 +306,6 @@ def _readable(path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Print each store's summary; with --out save the grid (one store) or the side-by-side figure (several)."""
-    from ident3d.causal.errors import UserError
-
     if args.count <= 0 or args.cols <= 0:
         raise UserError("--count and --cols must be positive")
     out = check_output(args.out, (".png", ".pdf", ".svg"), args.overwrite) if args.out else None
@@ -316,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
     for group, path in zip(groups, args.store, strict=True):
         Console(width=140).print(summary(group, path))
     if out and len(groups) == 1 and first.sequences:  # a sequence store: strips of frames, interventions marked
-        from ident3d.pipelines.show_sequences import save_strips
+        from ident3d.pipelines.show_sequences import save_strips  # matplotlib, zarr: not for --help
 
         save_strips(groups[0], first, out, count=min(args.count, 6), path=args.store[0])
     elif out and len(groups) == 1:

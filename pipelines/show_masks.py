@@ -9,6 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from ident3d.causal import load_scm
+from ident3d.store.masks import objects_per_image, visible_per_object, visible_per_slot
+
 ALPHA = 0.5  # how far an object's pixels are blended toward its slot's colour
 # slot k's colour name and RGB, one per slot up to causal.plates.MAX_SLOTS
 SLOT_COLOURS = (("red", (230, 25, 75)), ("blue", (0, 130, 200)), ("yellow", (255, 225, 25)),
@@ -52,8 +55,7 @@ def object_summary(group: Any, rows: np.ndarray, path: str | None = None) -> str
     """A multi-object store's line over its finished ``rows``: slots, mean objects per image and mean visible pixels
     per present object (overall and per slot); None for a store without ``present``/``visibility``. A damaged chunk
     among ``rows`` is one line naming it (``path``: the store's name in it)."""
-    from ident3d.store.masks import objects_per_image, visible_per_object, visible_per_slot
-    from ident3d.store.zarr_io import read_at, store_name
+    from ident3d.store.zarr_io import read_at, store_name  # zarr: not for `ident3d show --help`
 
     if "present" not in group or "visibility" not in group:
         return None
@@ -75,8 +77,7 @@ def placement_line(group: Any, rows: np.ndarray, scm_spec: dict, path: str | Non
     None for a store without ``attempts``."""
     if "attempts" not in group or rows.size == 0 or "present" not in group:
         return None
-    from ident3d.causal import load_scm
-    from ident3d.render.placement import placement_summary
+    from ident3d.render.placement import placement_summary  # the render API, zarr: not for `ident3d show --help`
     from ident3d.store.zarr_io import read_at, store_name
 
     scm = load_scm(scm_spec)

@@ -6,10 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
+from ident3d.causal.errors import UserError
 from ident3d.pipelines.files import write_atomic
 from ident3d.store.attrs import StoreAttrs
+from ident3d.store.zarr_io import chunk_bounds, done_mask, read_rows
 
 
 def factor_of(attrs: StoreAttrs) -> list[str]:
@@ -33,14 +37,7 @@ def save_strips(group: Any, attrs: StoreAttrs, out: Path, count: int = 4, path: 
     """Save ``count`` sequences (the first finished ones) as rows of frames; a frame at a step with interventions
     gets a red border and the factors named. Returns each shown frame's caption lines (row by row), so callers and
     tests can check what was marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ident3d.causal.errors import UserError
-    from ident3d.store.zarr_io import chunk_bounds, done_mask, read_rows
-
+    matplotlib.use("Agg")  # files only, no display
     length = int(attrs.sequences["length"])
     n, c = group["images"].shape[0], group["images"].chunks[0]
     rows = np.concatenate([np.arange(*chunk_bounds(k, c, n)) for k in np.flatnonzero(done_mask(group, path))]

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from ident3d.causal.errors import UserError
+from ident3d.causal.errors import ParameterError, UserError
+from ident3d.pipelines.cells import canonical
 from ident3d.training.hparams import ConfigError, Count, Range, Tagged
 
 SPLITS = ("train", "test")
@@ -36,7 +37,7 @@ class ImageStore:
 
     def __post_init__(self) -> None:
         if self.support is not None:  # {exclude|only: {NAME: [LOW, HIGH]}}, checked in full here
-            from ident3d.render.placement_rules import parse_support
+            from ident3d.render.placement_rules import parse_support  # zarr: not for `ident3d compare --help`
 
             try:
                 parse_support(self.support)
@@ -70,7 +71,7 @@ class DatasetStore:
     n: Count | None = None
 
     def __post_init__(self) -> None:
-        from ident3d.ingest.datasets import dataset_names
+        from ident3d.ingest.datasets import dataset_names  # torch: not for `ident3d compare --help`
 
         if self.dataset.lower() not in dataset_names():
             raise ConfigError("dataset", f"unknown dataset {self.dataset!r}; choose one of: "
@@ -105,7 +106,7 @@ def split_of(spec: DatasetStore, key: str) -> str:
 def check_dataset_rows(spec: StoreSpec, key: str) -> None:
     """A dataset store asks for no more rows than its split has (``key``: the store's key, its default split)."""
     if isinstance(spec, DatasetStore) and spec.n is not None:
-        from ident3d.ingest.datasets import DATASETS
+        from ident3d.ingest.datasets import DATASETS  # torch: not for `ident3d compare --help`
 
         split = split_of(spec, key)
         if spec.n > (rows := DATASETS.get(spec.dataset.lower())().count(split == "train")):
@@ -118,7 +119,7 @@ def store_size(spec: StoreSpec, key: str = "train") -> int:
     if isinstance(spec, SequenceStore):
         return spec.sequences * spec.length
     if isinstance(spec, DatasetStore) and not spec.n:
-        from ident3d.ingest.datasets import DATASETS
+        from ident3d.ingest.datasets import DATASETS  # torch: not for `ident3d compare --help`
 
         return DATASETS.get(spec.dataset.lower())().count(split_of(spec, key) == "train")
     return spec.n
@@ -128,7 +129,7 @@ def image_size(spec: StoreSpec) -> int:
     """The side in pixels of the spec's images (a canvas dataset's: its canvas, three digits wide)."""
     if not isinstance(spec, DatasetStore):
         return spec.resolution
-    from ident3d.ingest.datasets import stored_size
+    from ident3d.ingest.datasets import stored_size  # torch: not for `ident3d compare --help`
 
     return stored_size(spec.dataset, spec.size)
 
@@ -148,7 +149,7 @@ def render_args(spec: ImageStore | SequenceStore, scene: str | None) -> dict[str
 def dataset_fields(spec: DatasetStore, key: str) -> dict[str, Any]:
     """What shapes a dataset store: the dataset, split, digit or image size and row count (not where it is read)."""
     name = spec.dataset.lower()
-    from ident3d.ingest.datasets import image_size as dataset_size
+    from ident3d.ingest.datasets import image_size as dataset_size  # torch: not for `ident3d compare --help`
 
     return {"dataset": name, "split": split_of(spec, key), "size": dataset_size(name, spec.size), "n": spec.n}
 
@@ -170,12 +171,10 @@ class PlannedStore:
 def plan_store(spec: StoreSpec, key: str, scene: str | None, head: str) -> PlannedStore:
     """The spec checked as making it would check it, with the renderer for a rendered store (its chunk bookkeeping
     included), nothing written (``head`` starts an error's line)."""
-    from ident3d.pipelines.cells import canonical
-
     if isinstance(spec, DatasetStore):
         digest = hashlib.sha256(canonical({"dataset_store": dataset_fields(spec, key)}).encode()).hexdigest()
         return PlannedStore(digest, frozenset({"classes"}))
-    from ident3d.render import plan_render
+    from ident3d.render import plan_render  # zarr: not for `ident3d compare --help`
     from ident3d.render.driver import check_bookkeeping
     from ident3d.render.sequences import plan_sequences
 
@@ -198,7 +197,7 @@ def make_store(spec: StoreSpec, key: str, scene: str | None, out: Path, schedule
     if isinstance(spec, DatasetStore):
         _write_dataset(spec, key, out, progress)
         return
-    from ident3d.render import render_store as render
+    from ident3d.render import render_store as render  # zarr: not for `ident3d compare --help`
     from ident3d.render.sequences import render_sequences
 
     if progress:
@@ -212,8 +211,7 @@ def make_store(spec: StoreSpec, key: str, scene: str | None, out: Path, schedule
 def _write_dataset(spec: DatasetStore, key: str, out: Path, progress: bool) -> None:
     """Write (or complete) a dataset store: a finished store of the same dataset and settings is kept, a partial one
     completed, another one refused (``ident3d.ingest.datasets.dataset_store``)."""
-    from ident3d.causal.errors import ParameterError
-    from ident3d.ingest.datasets import dataset_store
+    from ident3d.ingest.datasets import dataset_store  # torch: not for `ident3d compare --help`
 
     split = split_of(spec, key)
     if progress:

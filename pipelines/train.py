@@ -12,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ident3d.causal.errors import UserError
+from ident3d.causal.yamlnum import parse_value
 from ident3d.pipelines.files import check_output_dir
 from ident3d.pipelines.notes import notes_printed
+
+# ident3d.training (torch, +1.2 s) and store.info (zarr) are imported in the functions below that use them: `ident3d
+# train --help` (and `ident3d --help`) import this module and need neither
 
 # options a resumed run may change; not num_workers: batch contents depend on the number of loader lanes
 
@@ -62,8 +66,6 @@ def resolve_defaults(values: dict[str, Any], device: str, saved: dict[str, Any] 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
     """KEY=VALUE items -> dict, values read by ``ident3d.causal.yamlnum.parse_value`` (numbers as written, e.g. 5e-2;
     true/false, null, lists); the objective or encoder then checks each against its declaration."""
-    from ident3d.causal.yamlnum import parse_value
-
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -76,7 +78,7 @@ def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
 def list_components() -> str:
     """One line per objective, view maker and encoder (``ident3d train --list``), and under each objective and
     encoder what its ``--hp`` / ``--encoder-arg`` settings take (from their one declaration)."""
-    from ident3d.training.encoders import ENCODERS
+    from ident3d.training.encoders import ENCODERS  # torch: not for --help
     from ident3d.training.objectives import OBJECTIVES
     from ident3d.training.views import VIEWS
 
@@ -88,7 +90,7 @@ def list_components() -> str:
             lines.append(f"  {name:14s} {doc}")
             if settings := reg.settings(name):
                 lines.append(f"  {'':14s} {flag}: {settings}")
-    from ident3d.training.views.augment import DA_RECIPES
+    from ident3d.training.views.augment import DA_RECIPES  # torch: not for --help
 
     lines.append("  (DA recipes combine with '+', e.g. crop_large+colour, rotation+colour; settings go in parentheses, "
                  "e.g. crop_small(scale_min=0.2)+colour(strength=0.5))")
@@ -100,7 +102,7 @@ def list_components() -> str:
 def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The TrainConfig of the command line, 'auto' defaults resolved for the device; (config, auto keys).
     Every value is checked here, before a store is read or a file written."""
-    from ident3d.training.parts import check_numbers, default_views
+    from ident3d.training.parts import check_numbers, default_views  # torch: not for --help
     from ident3d.training.run_dir import store_path
     from ident3d.training.trainer import TrainConfig, pick_device
 
@@ -121,7 +123,7 @@ def config_from_args(args: argparse.Namespace, saved: dict[str, Any] | None = No
 
 def fit_batch(cfg: Any) -> int:
     """The auto batch size, capped at the images the store holds (a small store is no error for a default)."""
-    from ident3d.store.info import store_info
+    from ident3d.store.info import store_info  # zarr: not for --help
 
     return min(cfg.batch_size, int(store_info(cfg.data, cfg.allow_partial, cfg.split).rows.size))
 
@@ -193,7 +195,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def start_line(cfg: Any, auto: list[str]) -> str:
     """The one line printed at start: device and the settings that came from the auto defaults."""
-    from ident3d.training.trainer import pick_device
+    from ident3d.training.trainer import pick_device  # torch: not for --help
 
     device = pick_device(cfg.device).type
     chosen = {"encoder": cfg.encoder, "steps": f"{cfg.steps} steps", "batch_size": f"batch {cfg.batch_size}",
@@ -209,7 +211,7 @@ def start_line(cfg: Any, auto: list[str]) -> str:
 def check_early(cfg: Any) -> None:
     """Check the view maker, objective, hyperparameters and encoder options without reading the store, so a
     typo fails in a second, before the store's statistics are computed."""
-    from ident3d.training.parts import check_components
+    from ident3d.training.parts import check_components  # torch: not for --help
     from ident3d.training.views import Normalize, make_view_maker
 
     make_view_maker(cfg.views, Normalize((0.0,) * 3, (1.0,) * 3), n_views=cfg.n_views)
@@ -218,7 +220,7 @@ def check_early(cfg: Any) -> None:
 
 def finished_step(run_dir: Any, cfg: Any) -> int | None:
     """The step of a resumed run's checkpoint when it already reached ``cfg.steps`` (nothing to train), else None."""
-    from ident3d.training.run_dir import load_checkpoint
+    from ident3d.training.run_dir import load_checkpoint  # torch: not for --help
 
     if not run_dir.checkpoint_path.exists():
         return None
@@ -232,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.data or not args.out:
         raise UserError("--data STORE and --out RUN_DIR are required (or --list)")
-    from ident3d.training.run_dir import RunDir
+    from ident3d.training.run_dir import RunDir  # torch: not for --help
     from ident3d.training.trainer import TrainingInterrupted, train
 
     out = Path(args.out)
