@@ -524,8 +524,6 @@ def check_layer(table: Path, layer: str, overwrite: bool, fix: str) -> None:
                         f"them with the {layer} layer's, or {fix}")
 
 
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare", help="run paper 000's DA-vs-LT grid (render, train, evaluate, one table)",
