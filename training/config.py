@@ -12,6 +12,8 @@ SEED_MAX = 2**63 - 1  # torch.manual_seed's largest seed (it refuses 2**64 and a
 SCHEDULES = ("constant", "cosine", "step")  # the learning rate after warm-up (ident3d.training.schedule)
 AtLeast2 = Annotated[int, Range(ge=2)]
 Whole = Annotated[int, Range(ge=0)]
+# TrainConfig fields a synthetic cell fills in itself: not settings of a synthetic config's train section
+SYNTHETIC_CELL_FILLS = frozenset({"data", "source", "seed", "objective_args", "normalize", "device", "views"})
 SYNTHETIC = "synthetic"  # TrainConfig.data of a run on a synthetic source (TrainConfig.source); read by data_spec
 
 

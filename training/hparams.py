@@ -293,18 +293,6 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def _shape(ann: Any) -> str:
-    """What a value of ``ann`` is, in words, for an error."""
-    if dataclasses.is_dataclass(ann):
-        return "a mapping"
-    origin = typing.get_origin(ann)
-    if origin in (list, tuple, Sequence):
-        return "a list"
-    if origin in (dict, Mapping):
-        return "a mapping"
-    return _param("", ann, None).expected()
-
-
 def parse(ann: Any, value: Any, path: str = "") -> Any:
     """``value`` (parsed YAML) checked against the annotation ``ann`` and converted: a dataclass from a mapping
     (unknown and missing keys refused, each field by its own annotation, then its ``__post_init__`` checks), a tuple

@@ -41,7 +41,7 @@ from ident3d.pipelines.files import check_output_dir, read_yaml_config, write_at
 from ident3d.pipelines.overrides import add_set_flag
 from ident3d.pipelines.results_table import ResultsTable, Stat, plain_format, tabulate, write_csv
 from ident3d.pipelines.results_table import markdown as results_markdown
-from ident3d.training.config import TrainConfig
+from ident3d.training.config import SYNTHETIC_CELL_FILLS, TrainConfig
 from ident3d.training.hparams import ConfigError, PartialOf, parse_config
 
 KIND = "synthetic"
@@ -49,8 +49,7 @@ RENAMED = {"n_fit": "fit", "n_score": "score"}  # the evaluate keys before every
 EXPECT_OPS = {"min": lambda v, t: v >= t, "max": lambda v, t: v <= t}
 MIN_CHECKPOINTS = 10  # a cell checkpoints at least this often, so a killed cell loses at most a tenth of its steps
 # a synthetic train section: TrainConfig's settings but those a cell fills in (its source, seed, device, ...)
-TrainSection = Annotated[dict[str, Any], PartialOf(TrainConfig, frozenset(
-    {"data", "source", "seed", "objective_args", "normalize", "device", "views"}))]
+TrainSection = Annotated[dict[str, Any], PartialOf(TrainConfig, SYNTHETIC_CELL_FILLS)]
 
 
 @dataclass(frozen=True)

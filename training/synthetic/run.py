@@ -64,11 +64,10 @@ def train_config(train: Mapping[str, Any], source: Mapping[str, Any], hp: Mappin
     """The TrainConfig of one cell of a synthetic experiment: its training settings (a config's train section with a
     row's on top), the row's source and hp (what ``ident3d synthetic`` trains, and what
     benchmarks/synthetic_step.py times)."""
-    from ident3d.training.config import SYNTHETIC, TrainConfig
+    from ident3d.training.config import SYNTHETIC, SYNTHETIC_CELL_FILLS, TrainConfig
 
     settings = dict(train)
-    allowed = {f.name for f in fields(TrainConfig)} - {"data", "source", "seed", "objective_args", "normalize",
-                                                        "device", "views"}
+    allowed = {f.name for f in fields(TrainConfig)} - SYNTHETIC_CELL_FILLS
     unknown = sorted(set(settings) - allowed)
     if unknown:
         raise UserError(f"train has no setting {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
