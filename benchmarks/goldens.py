@@ -156,10 +156,19 @@ def array_digest(store: Path) -> str:
             if isinstance(node, zarr.Group):
                 walk(node, f"{prefix}{name}/")
             else:
-                h.update(f"{prefix}{name}".encode() + np.ascontiguousarray(node[...]).tobytes())
+                h.update(f"{prefix}{name}".encode() + value_bytes(node[...]))
 
     walk(group, "")
     return h.hexdigest()
+
+
+def value_bytes(values: np.ndarray) -> bytes:
+    """An array's values as bytes: its memory for numbers, and for strings (a caption array reads as Python objects
+    or numpy's StringDType, whose memory holds pointers) each string's UTF-8 length and bytes, in row order."""
+    if values.dtype.kind not in "OT":
+        return np.ascontiguousarray(values).tobytes()
+    encoded = [str(v).encode() for v in values.ravel()]
+    return b"".join(len(e).to_bytes(8, "little") + e for e in encoded)
 
 
 def weights_digest(checkpoint: Path) -> str:

@@ -39,26 +39,29 @@ from ident3d.store.zarr_io import (
     decode_error,
 )
 
-FORMATS = ("3dident", "causal3dident")
+FORMATS = ("3dident", "causal3dident", "multimodal3dident")
+NUMPY_FORMATS = ("3dident", "causal3dident")  # latents in .npy files (read here); multimodal3dident's are CSVs
 N_CLASSES = 7  # Causal3DIdent's object classes: raw_latents_0 .. raw_latents_6
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RGB_MODES = ("RGB", "RGBA", "L", "LA", "P")  # PNG modes that decode to 8-bit RGB (alpha is dropped)
 EXPECTED = {
     "3dident": "images/NNNNNN.png and raw_latents.npy (optionally latents.npy)",
     "causal3dident": "raw_latents_K.npy and images_K/NNNN.png for K = 0..6 (optionally latents_K.npy)",
+    "multimodal3dident": "images/NNNNNN.png, latents_image.csv, latents_text.csv and text/text_raw.txt",
 }
 # the documented range of every raw latent of the published sets: 3DIdent (Zimmermann et al. 2021) draws them
 # uniformly from [-1, 1]; Causal3DIdent (von Kuegelgen et al. 2021) from normals truncated to [-1, 1] (README and
 # ../shared/SPEC.md, sections 2-3; the 3dident/causal3dident SCM specs give every node this range)
 RAW_RANGE = (-1.0, 1.0)
-PUBLISHED_NAMES = {"3dident": "3DIdent", "causal3dident": "Causal3DIdent"}
+PUBLISHED_NAMES = {"3dident": "3DIdent", "causal3dident": "Causal3DIdent", "multimodal3dident": "Multimodal3DIdent"}
 
 
 # ----- the source folder -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PublishedSource:
     """A validated published folder: one PNG path per row, the raw latents (N x 10 float32), classes (or None),
-    the common image size, and what the store records about where it came from."""
+    the common image size, and what the store records about where it came from; a captioned layout
+    (multimodal3dident) also its captions, text latents (N, T) and the store's ``text`` attribute."""
 
     fmt: str
     root: Path
@@ -70,6 +73,9 @@ class PublishedSource:
     width: int
     sha256: dict[str, str]
     layout: dict[str, Any]
+    text: np.ndarray | None = None
+    text_latents: np.ndarray | None = None
+    text_attrs: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         """Rows (= images)."""
@@ -87,6 +93,8 @@ def has_layout(folder: Path, fmt: str) -> bool:
     """Whether ``folder`` looks like a published folder of ``fmt`` (its latents file(s) and image folder(s))."""
     if fmt == "3dident":
         return (folder / "raw_latents.npy").is_file() and (folder / "images").is_dir()
+    if fmt == "multimodal3dident":
+        return (folder / "latents_image.csv").is_file() and (folder / "images").is_dir()
     return any((folder / f"raw_latents_{k}.npy").is_file() for k in range(N_CLASSES))
 
 
@@ -191,6 +199,8 @@ def read_source(src: str | Path, fmt: str, split: str | None = None) -> Publishe
 
     Nothing is decoded or written; every problem is a one-line ``UserError`` naming the file."""
     root = find_root(src, check_format(fmt), split).resolve()  # absolute: workers may run elsewhere
+    if fmt not in NUMPY_FORMATS:
+        raise UserError(f"{fmt} folders are read by ident3d.ingest.multimodal3dident.read_source")
     scm = load_scm(fmt)
     parts = [("images", "raw_latents.npy", "latents.npy", None)] if fmt == "3dident" else [
         (f"images_{k}", f"raw_latents_{k}.npy", f"latents_{k}.npy", k) for k in range(N_CLASSES)]

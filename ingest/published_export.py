@@ -34,6 +34,7 @@ from ident3d.store.zarr_io import (
     n_chunks,
     open_store,
     read_rows,
+    text_latent_names,
 )
 
 
@@ -62,6 +63,8 @@ def check_exportable(group: Any, store: str, fmt: str) -> None:
                         f"{', '.join(have) or 'none'}")
     if fmt == "causal3dident" and ("classes" not in group or not attrs.class_names):
         raise UserError(f"causal3dident export needs a store with classes; {store} has none (export it as 3dident)")
+    if fmt == "multimodal3dident":
+        check_captions(attrs, store)
 
 
 def check_export_target(out: Path, overwrite: bool) -> None:
@@ -106,8 +109,10 @@ def export_published(store: str | Path, out: str | Path, fmt: str, overwrite: bo
 
 def _write_export(group: Any, store: str, folder: Path, fmt: str, workers: int, progress: bool,
                   level: int) -> list[str]:
-    """Write the numpy files and the PNGs of ``fmt`` into ``folder``; returns the numpy files' names."""
+    """Write the latents files and the PNGs of ``fmt`` into ``folder``; returns the latents files' names."""
     raw = read_rows(group["latents"], slice(None), store)
+    if fmt == "multimodal3dident":
+        return _write_multimodal(group, store, folder, raw, workers, progress, level)
     classes = read_rows(group["classes"], slice(None), store) if fmt == "causal3dident" else None
     attrs = read_attrs(group, store)
     scaled = scaled_latents(raw, attrs.scene_spec, fmt)
@@ -120,6 +125,36 @@ def _write_export(group: Any, store: str, folder: Path, fmt: str, workers: int, 
         written += [raw_name, scaled_name]
     _write_pngs(group, store, folder, parts, workers, progress, level)
     return written
+
+
+def _write_multimodal(group: Any, store: str, folder: Path, raw: np.ndarray, workers: int, progress: bool,
+                      level: int) -> list[str]:
+    """The Multimodal3DIdent layout: ``images/``, both latents CSVs and the captions (``ingest.multimodal3dident``)."""
+    from ident3d.ingest.multimodal3dident import colour_state, write_tables
+
+    attrs = read_attrs(group, store)
+    (folder / "images").mkdir(parents=True)
+    _, colour = colour_state()
+    written = write_tables(folder, raw, read_rows(group["classes"], slice(None), store), list(attrs.latent_names),
+                           read_rows(group["text"], slice(None), store),
+                           read_rows(group["text_latents"], slice(None), store), text_latent_names(attrs),
+                           list(colour.colour_names()))
+    _write_pngs(group, store, folder, [("images", "", "", np.arange(len(raw)))], workers, progress, level)
+    return written
+
+
+def check_captions(attrs: Any, store: str) -> None:
+    """A multimodal3dident export needs the store's captions, with the text latents its latents_text.csv holds."""
+    from ident3d.ingest.multimodal3dident import TEXT_FROM
+
+    names = text_latent_names(attrs)
+    if not names:
+        raise UserError(f"multimodal3dident export needs a store with captions; {store} has none (render it with "
+                        "--text multimodal3dident)")
+    lacking = [n for n in ("shape", "x", "y", "colour", "template") if n not in names]
+    if lacking or not set(names) <= set(TEXT_FROM):
+        raise UserError(f"multimodal3dident export needs the text latents of the built-in caption spec "
+                        f"({', '.join(TEXT_FROM)}); {store} has {', '.join(names)}")
 
 
 def export_parts(fmt: str, classes: np.ndarray | None, n_classes: int,

@@ -20,7 +20,8 @@ import numpy as np
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import ParameterError, UserError
-from ident3d.ingest.published import PublishedSource, check_whole, decode_chunk, read_source
+from ident3d.ingest import multimodal3dident
+from ident3d.ingest.published import PublishedSource, check_format, check_whole, decode_chunk, find_root, read_source
 from ident3d.jobs.cluster import CONNECT_TIMEOUT_S, ChunkFailure
 from ident3d.render.latents_io import GivenLatents
 from ident3d.store.attrs import StoreAttrs, read_attrs
@@ -42,16 +43,18 @@ def import_attrs(source: PublishedSource, chunk_size: int) -> StoreAttrs:
     """The store's self-description: where it came from (format, folder, layout, file hashes), the SCM's
     latent names and groups (so content/style columns work) and, for causal3dident, the class names."""
     given = GivenLatents(source.latents, source.classes, source.fmt)
+    files = source.layout.get("raw_latents") or [source.layout["image_latents"]]
     return StoreAttrs.imported(source.fmt, str(source.root), source.layout, source.sha256, load_scm(source.fmt),
-                               source.height, len(source), chunk_size, ", ".join(source.layout["raw_latents"]),
-                               given.sha256())
+                               source.height, len(source), chunk_size, ", ".join(files), given.sha256(),
+                               source.text_attrs)
 
 
 def import_layout(source: PublishedSource, chunk_size: int, level: int = IMAGE_LEVEL) -> dict[str, Any]:
     """The store's array layout for ``ident3d.store.zarr_io.prepare`` (``level``: the image chunks' zstd level)."""
     return {"n": len(source), "chunk_size": chunk_size, "height": source.height, "width": source.width,
             "n_latents": source.latents.shape[1], "has_classes": source.classes is not None, "views": [],
-            "image_level": level}
+            "image_level": level,
+            "text_latents": None if source.text_latents is None else source.text_latents.shape[1]}
 
 
 def check_same_import(group: Any, out: str, attrs: StoreAttrs, level: int) -> None:
@@ -134,7 +137,8 @@ def import_published(src: str | Path, out: str | Path, fmt: str, split: str | No
     check_whole(chunk_size, "chunk_size")
     check_import_options(compression_level, workers, connect_timeout)
     out = store_path(out)
-    source = read_source(src, fmt, split)
+    source = read_source(src, fmt, split) if fmt != multimodal3dident.FORMAT else \
+        multimodal3dident.read_source(find_root(src, check_format(fmt), split).resolve(), split)
     layout = import_layout(source, chunk_size, compression_level)
     attrs = import_attrs(source, chunk_size)
     client = connect(scheduler, float(connect_timeout)) if scheduler else None  # before anything is created
@@ -144,7 +148,8 @@ def import_published(src: str | Path, out: str | Path, fmt: str, split: str | No
         done = done_mask(group)
         report = ImportReport(out, len(source), len(done), skipped=[int(k) for k in np.flatnonzero(done)])
         todo = [k for k in range(len(done)) if not done[k]]
-        write_given(group, source.latents, source.classes, todo)
+        captions = {} if source.text is None else {"text": source.text, "text_latents": source.text_latents}
+        write_given(group, source.latents, source.classes, todo, captions)
         if todo:
             job = ImportJob(out, len(source), chunk_size, source.height, source.width)
             _run_tasks(job, source.files, todo, workers, client, progress, report)

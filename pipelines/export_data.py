@@ -53,6 +53,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(args.out)
         report = export_published(args.store, args.out, args.format, overwrite=args.overwrite, workers=args.workers,
                                   progress=not args.no_progress)
-    print(f"exported {report.images} images and {len(report.files)} numpy files in {report.seconds:.1f} s "
+    print(f"exported {report.images} images and {len(report.files)} latents files in {report.seconds:.1f} s "
           f"-> {report.out}")
     return 0

@@ -85,6 +85,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--support-only", metavar="NAME=LOW:HIGH[,...]",
                    help="keep only rows whose listed latents all lie in their intervals (the held-out corner's test "
                         "store); rows are redrawn until they do")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--text", metavar="NAME|SPEC.yaml",
+                      help="also word a caption for every image (arrays text and text_latents): a caption spec "
+                           "saying which latents it states and how (built-in: multimodal3dident; see "
+                           "docs/multimodal.md); default: the scene's own, if it declares one")
+    text.add_argument("--no-text", action="store_true", help="no captions, even where the scene declares them")
     p.add_argument("--meshes", nargs="+", metavar="CLASS=PATH",
                    help="your own meshes per class (OBJ/PLY/STL/glTF/.blend); win over --meshes-dir")
     p.add_argument("--meshes-dir", metavar="DIR",
@@ -124,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
                               retries=args.retries, overwrite=args.overwrite,
                               progress=not args.no_progress, connect_timeout=args.connect_timeout,
                               meshes_dir=args.meshes_dir, threads=args.threads,
-                              allow_blender_change=args.allow_blender_change, support=support)
+                              allow_blender_change=args.allow_blender_change, support=support,
+                              text=False if args.no_text else args.text)
     return summarize(report)
 
 
@@ -157,7 +164,7 @@ def render_sequence_args(args: argparse.Namespace) -> RenderReport:
     meaning here are refused in one line."""
     for flag, value in (("--n", args.n), ("--latents", args.latents), ("--views", args.views),
                         ("--view-conditional", args.view_conditional), ("--support-exclude", args.support_exclude),
-                        ("--support-only", args.support_only)):
+                        ("--support-only", args.support_only), ("--text", args.text)):
         if value is not None:
             raise UserError(f"{flag} does not go with --sequences (a sequence store is rendered from the rollout of "
                             "the dynamic --scm); drop it")

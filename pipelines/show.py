@@ -5,6 +5,7 @@ your own meshes (``ident3d render --meshes-dir``) next to one rendered with the 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ def summary(group: Any, path: str) -> Table:
         *([("sequences", f"{a.sequences['sequences']} x {a.sequences['length']} steps of "
                          f"{a.sequences['spec'].get('name', 'a dynamic SCM')} ({sequence_origin(a.sequences)})")]
           if a.sequences else []),
+        *([("captions", f"{(a.text.get('spec') or {}).get('name', 'imported')}; text latents "
+                        f"{', '.join(a.text['names'])}")] if a.text else []),
         ("software", ", ".join(f"{k} {v}" for k, v in a.software.items())),
     ]
     if view_names(group):
@@ -79,6 +82,7 @@ def mesh_note(attrs: StoreAttrs) -> str:
 
 
 CAPTION_VALUES = 6  # values per caption line: a multi-object store's groups (13 positions) wrap instead of overflowing
+CAPTION_WIDTH, CAPTION_LINES = 34, 4  # a stored caption under its image: characters per line, lines at most
 
 
 def _caption(latents: np.ndarray, names: list[str], groups: dict[str, list[str]], cls: str | None) -> str:
@@ -88,6 +92,14 @@ def _caption(latents: np.ndarray, names: list[str], groups: dict[str, list[str]]
         vals = [f"{latents[names.index(m)]:+.2f}" for m in members if m in names]
         for start in range(0, len(vals), CAPTION_VALUES):
             lines.append(f"{g[:4] if start == 0 else '':4} " + " ".join(vals[start:start + CAPTION_VALUES]))
+    return "\n".join(lines)
+
+
+def wrap_caption(text: str) -> str:
+    """A caption wrapped to a grid cell's width, at most ``CAPTION_LINES`` lines (the rest elided)."""
+    lines = textwrap.wrap(text, CAPTION_WIDTH) or [""]
+    if len(lines) > CAPTION_LINES:
+        lines = lines[:CAPTION_LINES - 1] + [lines[CAPTION_LINES - 1][:CAPTION_WIDTH - 3] + "..."]
     return "\n".join(lines)
 
 
@@ -134,6 +146,8 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
     per_row = cols // len(prefixes)
     nrows = -(-len(pick) // per_row)
     lines = _caption(np.zeros(len(names)), names, groups, "class" if class_names else None).count("\n") + 1
+    captioned = bool(a.text) and "text" in group
+    lines += CAPTION_LINES if captioned else 0
     fig, axes = plt.subplots(nrows, cols, figsize=(2.0 * cols, max(2.6, 1.9 + 0.11 * lines) * nrows), squeeze=False,
                              dpi=130)
     for ax in axes.flat:
@@ -152,8 +166,10 @@ def save_grid(group: Any, out: Path, count: int = 12, cols: int = 4, seed: int |
             cls = class_names[int(read_rows(group[f"{pre}classes"], int(row), path))] if class_names else None
             title = f"#{row}" if not pre else views[j - 1]
             ax.set_title(title, fontsize=7)
-            ax.text(0.0, -0.02, _caption(lat, names, groups, cls), transform=ax.transAxes, fontsize=5.5,
-                    va="top", family="monospace")
+            text = _caption(lat, names, groups, cls)
+            if captioned and not pre:  # the image's caption under it (captions belong to the anchors)
+                text = wrap_caption(str(read_rows(group["text"], int(row), path))) + "\n" + text
+            ax.text(0.0, -0.02, text, transform=ax.transAxes, fontsize=5.5, va="top", family="monospace")
     key = f"; {legend(group['present'].shape[1])}" if masks else ""
     fig.suptitle(f"{a.scene}: {len(pick)} of {n} images" + (f" with views {', '.join(views)}"
                                                                          if views else "") + key, fontsize=9)

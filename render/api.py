@@ -31,6 +31,7 @@ from ident3d.render.placement import preflight, render_rules, rules_breach
 from ident3d.render.placement_rules import PlacementRules
 from ident3d.render.scene import Scene, load_scene, scene_from_dict
 from ident3d.render.settings import RenderSettings, settings_from
+from ident3d.render.text_plan import TextArg, plan_text
 from ident3d.store.attrs import StoreAttrs
 from ident3d.store.zarr_io import is_url
 
@@ -54,7 +55,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
                  progress: bool = True, connect_timeout: float = CONNECT_TIMEOUT_S,
                  meshes_dir: MeshesDirArg = None, threads: int | None = None,
                  view_conditional: str | None = None, allow_blender_change: bool = False,
-                 support: SupportArg = None) -> RenderReport:
+                 support: SupportArg = None, text: TextArg = None) -> RenderReport:
     """Render a store (or resume it: chunks already done are skipped) and report what was done.
 
     Arguments are those of :func:`plan_render`, plus where to run: ``workers`` local processes (None:
@@ -72,7 +73,7 @@ def render_store(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg
     plan = plan_render(out, scene=scene, scm=scm, n=n, latents=latents, classes=classes, settings=settings,
                        preset=preset, seed=seed, chunk_size=chunk_size, views=views, meshes=meshes,
                        view_seeds=view_seeds, meshes_dir=meshes_dir, view_conditional=view_conditional,
-                       support=support)
+                       support=support, text=text)
     return run(plan, workers=workers, scheduler=scheduler, overwrite=overwrite, retries=retries, progress=progress,
                connect_timeout=float(connect_timeout), threads=threads, allow_blender_change=allow_blender_change)
 
@@ -105,7 +106,7 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
                 preset: str = "fast", seed: int = 0, chunk_size: int = 64, views: ViewsArg = None,
                 meshes: MeshesArg = None, view_seeds: str = "independent",
                 meshes_dir: MeshesDirArg = None, view_conditional: str | None = None,
-                support: SupportArg = None) -> RenderPlan:
+                support: SupportArg = None, text: TextArg = None) -> RenderPlan:
     """Validate a render and build its job, store attributes and layout; nothing is written.
 
     ``scene``: a built-in name, a scene YAML path, a ``Scene`` or its dict. ``scm``: name, path, dict or SCM
@@ -125,7 +126,9 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     here. Given latents cannot be redrawn: they must keep the SCM's support (``ident3d.causal.support``) and the
     scene's latent rules, or the first row that breaks one is refused; ``min_visible`` and the rules of their views are
     not applied to them, which a :class:`RenderNote` warning says (a ``support`` argument is refused).
-    Bad input raises a one-line ``UserError``.
+    ``text``: the captions each anchor image pairs with, a caption spec (a built-in name, a YAML file or a mapping;
+    ``ident3d.render.captions``); None: the scene's (``text:`` in the scene), False: none. The store then has ``text``
+    and ``text_latents`` arrays. Bad input raises a one-line ``UserError``.
     """
     where = store_path(out)
     if n is not None and (not _is_int(n) or n <= 0):
@@ -146,13 +149,15 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     if n is None:
         raise UserError("give n (images to sample) or latents (rows to render)")
     rules = _placement(the_scene, the_scm, support, given, n, seed, the_views)
+    the_text = plan_text(text, the_scene, the_scm)
     job = RenderJob(out=where, scene=the_scene.to_dict(), scm=the_scm.spec,
                     settings=the_settings.to_dict(), n=n, seed=seed, chunk_size=chunk_size, views=the_views,
                     view_seeds=view_seeds, given=given is not None,
-                    placement=None if rules is None else rules.to_dict())
+                    placement=None if rules is None else rules.to_dict(), text=the_text)
     layout = {"n": n, "chunk_size": chunk_size, "height": the_settings.resolution, "width": the_settings.resolution,
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
-              "views": list(the_views), "slots": the_scene.slots, "placement": rules is not None}
+              "views": list(the_views), "slots": the_scene.slots, "placement": rules is not None,
+              "text_latents": None if the_text is None else len(the_text["names"])}
     check_memory(layout, workers=1)
     attrs = store_attrs(job, the_scene, the_scm, given, folder.folder if folder else None)
     return RenderPlan(job, attrs, layout,
@@ -239,7 +244,7 @@ def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | No
         chunk_size=job.chunk_size, views=job.views, view_seeds=job.view_seeds,
         meshes={c["name"]: c["mesh"] for c in job.scene["classes"]}, mesh_sha256=mesh_hashes(scene),
         meshes_dir=meshes_dir, latents_source="scm" if given is None else given.source,
-        latents_sha256=None if given is None else given.sha256(), placement=job.placement)
+        latents_sha256=None if given is None else given.sha256(), placement=job.placement, text=job.text)
 
 
 def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:

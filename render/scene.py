@@ -191,6 +191,9 @@ class Scene:
     extra: Mapping[str, Any] = field(default_factory=dict)
     objects: ObjectSlots | None = None  # None: one object (the sample's class); else object slots
     placement: PlacementRules | None = None  # None: rows are rendered as drawn (render/placement.py applies them)
+    # the captions its images pair with: a built-in caption spec's name (render/texts/), a spec file or a spec
+    # mapping (ident3d.render.captions); None: no captions unless a render gives --text
+    text: str | Mapping[str, Any] | None = None
 
     @property
     def bindings(self) -> tuple[Binding, ...]:
@@ -223,6 +226,8 @@ class Scene:
             del out["placement"]
         else:
             out["placement"] = self.placement.to_dict()
+        if self.text is None:
+            del out["text"]
         return out
 
     def with_meshes(self, meshes: Mapping[str, str | Path]) -> Scene:
@@ -490,6 +495,7 @@ def scene_from_dict(data: Mapping[str, Any]) -> Scene:
             extra=dict(_mapping(d.pop("extra", {}), "extra")),
             objects=_object_slots(d.pop("objects", None)),
             placement=_placement(d.pop("placement", None)),
+            text=_text(d.pop("text", None)),
         )
     except KeyError as exc:
         raise SceneError(f"scene description lacks {exc.args[0]!r}") from None
@@ -497,6 +503,16 @@ def scene_from_dict(data: Mapping[str, Any]) -> Scene:
         raise SceneError(f"scene description: unknown key(s) {sorted(d)}")
     validate(scene)
     return scene
+
+
+def _text(x: Any) -> str | dict[str, Any] | None:
+    """A scene's caption spec: a built-in name or file path (text), a spec mapping, or None; checked against the SCM
+    when a render plans it (``ident3d.render.captions``)."""
+    if x is None or (isinstance(x, str) and x.strip()):
+        return x
+    if isinstance(x, Mapping):
+        return dict(x)
+    raise SceneError(f"text must be a caption spec's name or file, or a spec mapping, got {x!r}")
 
 
 def _mapping(x: Any, what: str) -> Mapping[str, Any]:
@@ -593,11 +609,15 @@ def load_scene(name_or_path: str | Path) -> Scene:
     if not isinstance(data, Mapping):
         raise SceneError(f"{path} does not hold a scene description (a mapping)")
     try:
-        return scene_from_dict(data)
+        scene = scene_from_dict(data)
     except SceneError as exc:
         if str(name_or_path) in BUILTIN_SCENES:
             raise
         raise SceneError(f"scene {path}: {exc}; fix the scene file") from None
+    text = scene.text
+    if isinstance(text, str) and text.endswith((".yaml", ".yml")) and not Path(text).is_absolute():
+        return replace(scene, text=str(path.parent / text))  # a caption spec file beside the scene's
+    return scene
 
 
 def pose(scene: Scene, raw: Sequence[float], class_index: int = 0, hue_mode: str = "wrap") -> Pose:

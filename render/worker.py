@@ -34,6 +34,7 @@ from ident3d.jobs.cluster import ChunkFailure
 from ident3d.render.job import RenderJob
 from ident3d.render.placement import place_rows, placement_seed, take
 from ident3d.render.placement_rules import parse_rules
+from ident3d.render.text_plan import chunk_captions
 from ident3d.store.masks import visibility
 from ident3d.store.zarr_io import ChunkData, chunk_bounds, store_group, write_chunk
 
@@ -216,6 +217,9 @@ def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float, int, int]:
         anchors, data = _placed(job, renderer, lambda r, pos: take(
             scm.sample(stop - start, seed=placement_seed(job.seed, r), start=start), pos), seeds,
             lambda i: f"row {start + i}")
+    if job.text is not None:  # captions of the anchors as drawn (after any placement redraws)
+        text, stated = chunk_captions(job.text, scm, anchors, job.seed)
+        data = replace(data, text=text, text_latents=stated)
     views = {}
     for name, change in job.views.items():
         own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, index, stream=name)

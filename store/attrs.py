@@ -52,6 +52,8 @@ class StoreAttrs:
     label_names: dict[str, list[str]] | None = None  # converted datasets: each label's category names
     sequences: dict[str, Any] | None = _fp(None)  # sequence stores: the dynamic spec, sequences, length, seed
     placement: dict[str, Any] | None = _fp(None)  # renders with placement rules: the rules its rows keep
+    # stores with captions: {"spec": the resolved caption spec, "names": the text_latents columns}
+    text: dict[str, Any] | None = _fp(None)
     source_format: str | None = None  # imports: the published format, folder, layout and file hashes
     source: str | None = None
     source_layout: dict[str, Any] | None = None
@@ -97,22 +99,25 @@ class StoreAttrs:
                  chunk_size: int, views: dict[str, list[str]], view_seeds: str | None, meshes: dict[str, str],
                  mesh_sha256: dict[str, str] | None, meshes_dir: str | None, latents_source: str,
                  latents_sha256: str | None, sequences: dict[str, Any] | None = None,
-                 placement: dict[str, Any] | None = None) -> StoreAttrs:
+                 placement: dict[str, Any] | None = None, text: dict[str, Any] | None = None) -> StoreAttrs:
         """A store rendered by Blender from an SCM (or given latents, or a dynamic SCM's rolled-out ``sequences``)
-        and a scene; ``placement``: the rules its rows were drawn to keep (``PlacementRules.to_dict``), None: none."""
+        and a scene; ``placement``: the rules its rows were drawn to keep (``PlacementRules.to_dict``), None: none;
+        ``text``: its captions' spec and text latent names (``ident3d.render.captions``), None: no captions."""
         return cls(scene=scene, scene_spec=scene_spec, render=render, seed=seed, n=n, chunk_size=chunk_size,
                    views=views, view_seeds=view_seeds, meshes=meshes, mesh_sha256=mesh_sha256, meshes_dir=meshes_dir,
                    latents_source=latents_source, latents_sha256=latents_sha256, sequences=sequences,
-                   placement=placement, **_scm_fields(scm), **_stamp())
+                   placement=placement, text=text, **_scm_fields(scm), **_stamp())
 
     @classmethod
     def imported(cls, fmt: str, folder: str, layout: dict[str, Any], sha256: dict[str, str], scm: Any,
-                 resolution: int, n: int, chunk_size: int, latents_source: str, latents_sha256: str) -> StoreAttrs:
-        """A store imported from a published folder (3DIdent, Causal3DIdent): where it came from and its SCM."""
+                 resolution: int, n: int, chunk_size: int, latents_source: str, latents_sha256: str,
+                 text: dict[str, Any] | None = None) -> StoreAttrs:
+        """A store imported from a published folder (3DIdent, Causal3DIdent, Multimodal3DIdent): where it came from,
+        its SCM and (Multimodal3DIdent) its captions' text latent names."""
         return cls(scene="imported", scene_spec={"imported": fmt, "source": folder, "layout": layout},
                    render={"source": "imported", "resolution": resolution}, n=n, chunk_size=chunk_size,
                    latents_source=latents_source, latents_sha256=latents_sha256, source_format=fmt, source=folder,
-                   source_layout=layout, source_sha256=sha256, **_scm_fields(scm), **_stamp())
+                   source_layout=layout, source_sha256=sha256, text=text, **_scm_fields(scm), **_stamp())
 
     @classmethod
     def converted(cls, dataset: str, label_names: dict[str, list[str]], n: int, chunk_size: int,
@@ -132,12 +137,12 @@ class StoreAttrs:
 
 
 # fingerprint fields added after stores were first made, with their default
-ADDED_LATER = {"sequences": None, "placement": None}
+ADDED_LATER = {"sequences": None, "placement": None, "text": None}
 FINGERPRINT_KEYS = tuple(f.name for f in fields(StoreAttrs) if f.metadata.get("fingerprint"))
 _TYPES: dict[str, type] = {"scene": str, "scene_spec": dict, "scm": dict, "latent_names": list, "n": int,
                            "chunk_size": int, "latent_groups": dict, "class_names": list, "render": dict,
                            "views": dict, "meshes": dict, "software": dict, "sequences": dict,
-                           "placement": dict}
+                           "placement": dict, "text": dict}
 
 
 def _scm_fields(scm: Any) -> dict[str, Any]:

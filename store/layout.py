@@ -19,7 +19,7 @@ import zarr
 
 from ident3d.causal.errors import UserError
 from ident3d.store.attrs import StoreAttrs
-from ident3d.store.zarr_io import ArraySpec, declared_arrays, decode_error
+from ident3d.store.zarr_io import STRING, ArraySpec, declared_arrays, decode_error, is_string_dtype
 
 UNREPAIRABLE = ("images", "latents")  # a store without its anchors' images or latents has nothing to re-render from
 
@@ -41,7 +41,10 @@ def array_problem(spec: ArraySpec, node: object, n: int, chunk_size: int) -> str
     if not isinstance(node, zarr.Array):
         return f"{spec.path} is not an array"
     shape, want = tuple(node.shape), (n, *spec.tail)
-    if np.dtype(node.dtype) != np.dtype(spec.dtype):
+    if spec.dtype == STRING:
+        if not is_string_dtype(node.dtype):
+            return f"{spec.path} holds {node.dtype} values, the store format declares variable-length strings"
+    elif np.dtype(node.dtype) != np.dtype(spec.dtype):
         return f"{spec.path} holds {node.dtype} values, the store format declares {spec.dtype}"
     if shape[:1] != want[:1]:
         return f"{spec.path} has {shape[0] if shape else 0} rows for the store's {n}"

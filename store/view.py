@@ -56,6 +56,11 @@ class StoreView(StoreInfo):
         return bool(self.done.all())
 
     @property
+    def text_latent_names(self) -> list[str]:
+        """A captioned store's text latents (the columns of ``text_latents``); empty without captions."""
+        return zarr_io.text_latent_names(self.attrs)
+
+    @property
     def sequences(self) -> dict[str, Any] | None:
         """A sequence store's record (dynamic spec, sequences, length, seed, intervention_names); None otherwise."""
         return self.attrs.sequences
@@ -91,6 +96,14 @@ class StoreView(StoreInfo):
     def classes(self, rows: Rows = None, view: str | None = None) -> np.ndarray | None:
         """int64 (N,) class indices into ``class_names`` of ``rows``; None for a store without classes."""
         return self.read(self._key("classes", view), rows) if self.class_names else None
+
+    def text(self, rows: Rows = None) -> np.ndarray:
+        """A captioned store's (N,) captions of ``rows``, as Python strings (dtype object, on every Zarr line)."""
+        return self.read(self._text_key("text"), rows).astype(object)
+
+    def text_latents(self, rows: Rows = None) -> np.ndarray:
+        """A captioned store's float32 (N, T) values its captions state (columns: ``text_latent_names``)."""
+        return self.read(self._text_key("text_latents"), rows)
 
     def sequence(self, rows: Rows = None) -> np.ndarray:
         """A sequence store's sequence index of each row (N,)."""
@@ -128,6 +141,8 @@ class StoreView(StoreInfo):
         coords: dict[str, Any] = {"sample": np.arange(self.n), "latent": list(self.latent_names)}
         if self.sequences:
             coords["node"] = list(self.sequences["intervention_names"])
+        if self.attrs.text:
+            coords["text_latent"] = self.text_latent_names
         attrs = {k: v for k, v in self.attrs.to_attrs().items() if isinstance(v, str | int | float)}
         return xr.Dataset({**data, "finished": ("sample", finished)}, coords=coords, attrs=attrs)
 
@@ -146,6 +161,13 @@ class StoreView(StoreInfo):
             raise UserError(f"{self.path} has no stored view {view!r}; it has {', '.join(self.views) or 'none'} "
                             "(render one with `ident3d render ... --views NAME:CHANGESET`)")
         return f"views/{view}/{name}"
+
+    def _text_key(self, name: str) -> str:
+        """A captioned store's array ``name``; one line for a store without captions."""
+        if not self.attrs.text:
+            raise UserError(f"{self.path} has no captions (render them with `ident3d render ... --text SPEC`, or a "
+                            "scene that declares them)")
+        return name
 
     def _sequence_key(self, name: str) -> str:
         """A sequence store's array ``name``; one line for a store of i.i.d. images."""

@@ -31,7 +31,8 @@ from ident3d.store.attrs import FORMAT_VERSION, StoreAttrs
 # Zarr v3 dimension names of each array (the same under views/NAME/): xarray.open_zarr needs them
 DIMENSIONS = {"images": ("sample", "y", "x", "channel"), "latents": ("sample", "latent"), "classes": ("sample",),
               "done": ("chunk",), "masks": ("sample", "y", "x"), "visibility": ("sample", "object"),
-              "present": ("sample", "object"), "attempts": ("sample",)}
+              "present": ("sample", "object"), "attempts": ("sample",), "text": ("sample",),
+              "text_latents": ("sample", "text_latent")}
 ROW_ARRAYS = ("images", "latents", "classes")  # per-row arrays of the anchors and of every views/NAME/, in this order
 # per-row arrays of a scene with object slots (attrs.scene_spec has 'objects'), next to each images array: masks
 # (0: background, k + 1: object k, from Cycles' object index pass), visible pixels and presence per slot
@@ -39,13 +40,17 @@ OBJECT_ARRAYS = ("masks", "visibility", "present")
 # per-row array of a render with placement rules (attrs.placement set), next to each images array: the draws each row
 # took before it kept the rules (1: accepted at once; render/placement.py)
 PLACEMENT_ARRAYS = ("attempts",)
+# per-row arrays of a store with captions (attrs.text set), anchors only: each row's caption (variable-length UTF-8)
+# and the values it states (columns: attrs.text["names"]; ident3d.render.captions)
+TEXT_ARRAYS = ("text", "text_latents")
+STRING = "string"  # the declared dtype of a caption array: Zarr's variable-length UTF-8 (numpy object or StringDType)
 SEQUENCE_ARRAYS = ("sequence", "time", "interventions")  # per-row arrays of a sequence store (attrs.sequences set)
 # the attribute of a per-row array whose every written chunk has a file (written with Zarr's write_empty_chunks on)
 EVERY_CHUNK = "write_empty_chunks"
 MARKED = {EVERY_CHUNK: True}  # the attributes of every per-row array this module creates
 # dtype of each per-row array (the same under views/NAME/; sequence arrays: sequence_layout)
 DTYPES = {"images": "uint8", "latents": "float32", "classes": "int64", "masks": "uint8", "visibility": "int64",
-          "present": "bool", "attempts": "int64"}
+          "present": "bool", "attempts": "int64", "text": STRING, "text_latents": "float32"}
 
 
 def sequence_layout(n_nodes: int) -> dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]]:
@@ -73,6 +78,16 @@ class ArraySpec:
         return self.path.rsplit("/", 1)[-1]
 
 
+def text_latent_names(attrs: StoreAttrs) -> list[str]:
+    """The columns of a store's ``text_latents`` (empty for a store without captions)."""
+    return list((attrs.text or {}).get("names") or [])
+
+
+def is_string_dtype(dtype: Any) -> bool:
+    """Whether an array's dtype is how Zarr reads variable-length strings (object on zarr 3.1, StringDType later)."""
+    return np.dtype(dtype).kind in "OT"
+
+
 def object_slots(attrs: StoreAttrs) -> int:
     """How many object slots a store's scene has (``scene_spec.objects.slots``; 0 for a one-object scene)."""
     objects = (attrs.scene_spec or {}).get("objects")
@@ -89,8 +104,8 @@ def declared_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[ArraySpec]:
     """Every per-row array the store format declares for this store, in order: the anchors' and each view's images,
     latents and classes (classes only required where the SCM has a class), masks, visibility and present (a scene
     with object slots), attempts (a render with placement rules), then a sequence store's ``sequence``, ``time`` and
-    ``interventions``; each with its dtype and shape after the row axis. What ``check`` holds the store to and
-    readers may rely on."""
+    ``interventions``, and a captioned store's ``text`` and ``text_latents``; each with its dtype and shape after the
+    row axis. What ``check`` holds the store to and readers may rely on."""
     h, w = image_shape(group)
     d, slots = len(attrs.latent_names), object_slots(attrs)
     tails = {"images": ((h, w, 3), f"{h}x{w} RGB images"), "latents": ((d,), f"one column per latent ({d})"),
@@ -106,6 +121,11 @@ def declared_arrays(group: zarr.Group, attrs: StoreAttrs) -> list[ArraySpec]:
         nodes = len(attrs.sequences.get("intervention_names") or [])
         out += [ArraySpec(name, dtype, tail, dims, True, f"one column per node ({nodes})" if tail else "one per row")
                 for name, (dtype, dims, tail) in sequence_layout(nodes).items()]
+    if attrs.text:
+        t = len(text_latent_names(attrs))
+        out += [ArraySpec("text", STRING, (), DIMENSIONS["text"], True, "one caption per row"),
+                ArraySpec("text_latents", "float32", (t,), DIMENSIONS["text_latents"], True,
+                          f"one column per text latent ({t})")]
     return out
 
 
@@ -122,7 +142,8 @@ class ChunkData:
     ``latents=None`` leaves the stored latents and classes as they are (given latents, written by the driver).
     A scene with object slots also gives ``masks`` (C, H, W) uint8, ``visibility`` (C, K) int64 (visible pixels per
     slot) and ``present`` (C, K) bool; None otherwise. A render with placement rules gives ``attempts`` (C,) int64,
-    each row's draws (1: accepted at once); None otherwise.
+    each row's draws (1: accepted at once); None otherwise. A captioned store's anchors give ``text`` (C,) captions
+    and ``text_latents`` (C, T); None otherwise (and for views).
     """
 
     images: np.ndarray
@@ -132,6 +153,8 @@ class ChunkData:
     visibility: np.ndarray | None = None
     present: np.ndarray | None = None
     attempts: np.ndarray | None = None
+    text: np.ndarray | None = None
+    text_latents: np.ndarray | None = None
 
 
 def chunk_bounds(k: int, chunk_size: int, n: int) -> tuple[int, int]:
@@ -314,6 +337,8 @@ def _create(path: str, attrs: StoreAttrs, layout: Mapping[str, Any]) -> zarr.Gro
         if layout.get("placement"):  # a render with placement rules: each row's draws
             group.create_array(f"{pre}attempts", shape=(n,), chunks=(c,), dtype="int64", compressors=_zstd(0),
                                dimension_names=DIMENSIONS["attempts"], attributes=MARKED)
+    if layout.get("text_latents") is not None:  # captions: the text and the values it states
+        create_text(group, n, c, int(layout["text_latents"]))
     for name, spec in dict(layout.get("extra", {})).items():  # per-row arrays, e.g. a sequence's index
         create_extra(group, name, spec, n, c)
     group.create_array("done", shape=(n_chunks(n, c),), chunks=(1,), dtype="bool", fill_value=False,
@@ -330,11 +355,20 @@ def create_extra(group: zarr.Group, name: str, spec: tuple[str, tuple[str, ...],
                               dimension_names=tuple(dims), overwrite=True, attributes=MARKED)
 
 
+def create_text(group: zarr.Group, n: int, chunk_size: int, t: int) -> None:
+    """Create a captioned store's ``text`` (variable-length UTF-8, one caption per row) and ``text_latents`` (n, t)."""
+    group.create_array("text", shape=(n,), chunks=(chunk_size,), dtype=str, compressors=_zstd(0),
+                       dimension_names=DIMENSIONS["text"], attributes=MARKED)
+    group.create_array("text_latents", shape=(n, t), chunks=(chunk_size, t), dtype="float32", compressors=_zstd(0),
+                       dimension_names=DIMENSIONS["text_latents"], attributes=MARKED)
+
+
 def recreate(group: zarr.Group, spec: ArraySpec, n: int, chunk_size: int) -> zarr.Array:
     """Create (or replace) the declared per-row array ``spec`` empty, for a render to refill (``check --repair`` of an
     array that is missing)."""
     level = IMAGE_LEVEL if spec.name in ("images", "masks") else 0
-    return group.create_array(spec.path, shape=(n, *spec.tail), chunks=(chunk_size, *spec.tail), dtype=spec.dtype,
+    dtype = str if spec.dtype == STRING else spec.dtype
+    return group.create_array(spec.path, shape=(n, *spec.tail), chunks=(chunk_size, *spec.tail), dtype=dtype,
                               compressors=_zstd(level), dimension_names=spec.dims, overwrite=True, attributes=MARKED)
 
 
@@ -376,6 +410,9 @@ def write_chunk(group: zarr.Group, k: int, anchors: ChunkData, views: Mapping[st
             every_chunk(group, f"{pre}present")[start:stop] = data.present
         if data.attempts is not None:
             every_chunk(group, f"{pre}attempts")[start:stop] = data.attempts
+        if data.text is not None:
+            every_chunk(group, f"{pre}text")[start:stop] = data.text
+            every_chunk(group, f"{pre}text_latents")[start:stop] = data.text_latents
         if data.latents is None:
             continue
         every_chunk(group, f"{pre}latents")[start:stop] = data.latents

@@ -70,10 +70,12 @@ def test_each_writer_says_what_it_is(stores):
 
 def test_fingerprint_is_the_resume_keys(stores):
     assert set(FINGERPRINT_KEYS) == {"format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size",
-                                     "views", "view_seeds", "latents_sha256", "mesh_sha256", "sequences", "placement"}
+                                     "views", "view_seeds", "latents_sha256", "mesh_sha256", "sequences", "placement",
+                                     "text"}
     attrs = read_attrs(open_store(stores["rendered"]))
     assert "sequences" not in attrs.fingerprint()  # a key added later: digests of older stores are unchanged
     assert "placement" not in attrs.fingerprint()  # likewise: a render without placement rules
+    assert "text" not in attrs.fingerprint()  # and a render without captions
     seq = dataclasses.replace(attrs, sequences={"length": 4})
     assert seq.fingerprint()["sequences"] == {"length": 4} and seq.differences(attrs) == ["sequences"]
 
