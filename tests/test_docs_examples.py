@@ -321,11 +321,12 @@ def run_python(b: Block, work: Path, log: list[str]) -> None:
 
 
 def yaml_kind(data: object) -> str | None:
-    """What a YAML example is, by its shape: scm, scene, compare, synthetic or scaling (None: unknown)."""
+    """What a YAML example is, by its shape: scm, scene, caption spec, compare, synthetic or scaling (None:
+    unknown)."""
     if not isinstance(data, dict):
         return None
     for key, kind in (("points", "scaling"), ("stores", "compare"), ("rows", "synthetic"), ("nodes", "scm"),
-                      ("camera", "scene")):
+                      ("camera", "scene"), ("templates", "captions")):
         if key in data:
             return kind
     return None
@@ -340,7 +341,7 @@ def check_yaml(b: Block, work: Path, log: list[str]) -> None:
     except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and its kin
         fail(b, b.line, f"the YAML does not parse: {exc}")
     if kind is None:
-        fail(b, b.line, "the YAML is neither an SCM spec, a scene nor an experiment config")
+        fail(b, b.line, "the YAML is neither an SCM spec, a scene, a caption spec nor an experiment config")
     path = work / (b.file or f"example_{b.line}.yaml")
     if b.file is None:  # run_blocks wrote a file: block already
         path.write_text(b.text)
@@ -349,6 +350,8 @@ def check_yaml(b: Block, work: Path, log: list[str]) -> None:
         result = run_cli("scm", "show", path, cwd=work)
     elif kind == "scene":
         result = scene_checked(path)
+    elif kind == "captions":
+        result = captions_checked(path)
     else:
         result = check_config_of([kind, "--config", str(path), "--out", "out"], work)
     log.append(f"{b.where}: {time.perf_counter() - t0:5.1f} s  {kind} YAML checked")
@@ -363,6 +366,21 @@ def scene_checked(path: Path) -> subprocess.CompletedProcess:
     try:
         load_scene(path)
     except SceneError as exc:
+        return subprocess.CompletedProcess([str(path)], 2, "", str(exc))
+    return subprocess.CompletedProcess([str(path)], 0, "", "")
+
+
+def captions_checked(path: Path) -> subprocess.CompletedProcess:
+    """A caption spec validated against the causal3dident SCM and scene (the docs' examples word its latents)."""
+    from ident3d.causal import load_scm
+    from ident3d.causal.errors import UserError
+    from ident3d.render.captions import load_caption_spec
+    from ident3d.render.scene import load_scene
+    from ident3d.render.text_plan import latent_infos
+
+    try:
+        load_caption_spec(path, latent_infos(load_scm("causal3dident"), load_scene("causal3dident")))
+    except UserError as exc:
         return subprocess.CompletedProcess([str(path)], 2, "", str(exc))
     return subprocess.CompletedProcess([str(path)], 0, "", "")
 
