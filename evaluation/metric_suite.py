@@ -184,4 +184,4 @@ def _assignment(objective: Any) -> np.ndarray | None:
 
 
 # the metrics of labelled image stores live in their own module; importing it here registers them with the rest
-from ident3d.evaluation import probe_metrics, slot_metrics  # noqa: E402,F401  (they import metric_base, not this)
+from ident3d.evaluation import modality_metrics, probe_metrics, slot_metrics  # noqa: E402,F401  (they import metric_base, not this)

@@ -34,6 +34,7 @@ class ImageStore:
     view_conditional: str | None = None
     scm: str | None = None
     support: Any = None
+    text: str | bool | None = None  # captions (ident3d render --text): a caption spec, false: none; None: the scene's
 
     def __post_init__(self) -> None:
         if self.support is not None:  # {exclude|only: {NAME: [LOW, HIGH]}}, checked in full here
@@ -142,8 +143,10 @@ def render_args(spec: ImageStore | SequenceStore, scene: str | None) -> dict[str
     if isinstance(spec, SequenceStore):
         return {**common, "scm": spec.scm, "sequences": spec.sequences, "length": spec.length, "scene": scene}
     scm = {"scm": spec.scm} if spec.scm else {}  # else the scene's own SCM
+    text = {} if spec.text is None or spec.text is True else {"text": spec.text}  # else the scene's captions
     return {**common, "scene": scene or "causal3dident", "n": spec.n, "views": spec.views or None,
-            "view_seeds": spec.view_seeds, "view_conditional": spec.view_conditional, "support": spec.support, **scm}
+            "view_seeds": spec.view_seeds, "view_conditional": spec.view_conditional, "support": spec.support,
+            **scm, **text}
 
 
 def dataset_fields(spec: DatasetStore, key: str) -> dict[str, Any]:
@@ -156,7 +159,8 @@ def dataset_fields(spec: DatasetStore, key: str) -> dict[str, Any]:
 
 DATA_WORDS = {"sequences": "a sequence store (sequences: and length:)",
               "objects": "a multi-object store (scene: multi3dident, masks and per-object latents)",
-              "classes": "a store with classes"}
+              "classes": "a store with classes",
+              "text": "a store with captions (a scene that declares them, e.g. multimodal3dident, or text:)"}
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,7 @@ def plan_store(spec: StoreSpec, key: str, scene: str | None, head: str) -> Plann
     provides = {"sequences"} if plan.attrs.sequences else set()
     provides |= {"objects"} if (plan.attrs.scene_spec or {}).get("objects") else set()
     provides |= {"classes"} if plan.attrs.class_names else set()
+    provides |= {"text"} if plan.attrs.text else set()
     return PlannedStore(hashlib.sha256(canonical(plan.attrs.fingerprint()).encode()).hexdigest(),
                         frozenset(provides))
 

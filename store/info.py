@@ -101,6 +101,14 @@ def image_stats(info: StoreInfo, max_images: int = 2048) -> tuple[tuple[float, .
     return tuple(x.mean(0).round(6).tolist()), tuple(np.maximum(x.std(0), 1e-3).round(6).tolist())
 
 
+def store_text(info: StoreInfo, what: str = "this objective") -> np.ndarray:
+    """The captions of the store's usable rows (N,) as Python strings; a store without captions is one line."""
+    if not info.attrs.text:
+        raise UserError(f"{what} needs a store with captions; {info.path} has none (render one with `ident3d render "
+                        "--text SPEC`, or a scene that declares captions, e.g. --scene multimodal3dident)")
+    return read_rows(open_store(info.path)["text"], slice(None), info.path).astype(object)[info.rows]
+
+
 def store_latents(info: StoreInfo) -> np.ndarray:
     """The latents of the store's usable rows (N, D), float64: small enough to read whole."""
     return np.asarray(zarr.open_group(info.path, mode="r")["latents"][:], dtype=np.float64)[info.rows]

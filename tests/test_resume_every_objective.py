@@ -15,7 +15,8 @@ from ident3d.training.objectives import OBJECTIVES
 from ident3d.training.trainer import TrainConfig, TrainingInterrupted, train
 
 SLOT = {"views": "none", "encoder": "slot_cnn", "constraint": "none", "objective_args": {"n_slots": 3, "slot_dim": 8}}
-# objective -> (store, TrainConfig fields): "image" a digit canvas, "sequence" imported sequences, None synthetic
+# objective -> (store, TrainConfig fields): "image" a digit canvas, "sequence" imported sequences, "captioned" images
+# with captions, None synthetic
 SETUPS: dict[str, tuple[str | None, dict]] = {
     "additive_ae": ("image", SLOT),
     "slot_attention": ("image", SLOT),
@@ -32,6 +33,8 @@ SETUPS: dict[str, tuple[str | None, dict]] = {
     "cr_vae": ("image", {}),
     "simvae": ("image", {}),
     "crl_tac": ("image", {"views": "learned_crop", "encoder": "tac_cnn"}),
+    "multimodal_infonce": ("captioned", {"views": "image_text"}),
+    "clip": ("captioned", {"views": "image_text"}),
     "citris_vae": ("sequence", {"views": "next_frame_targets", "out_dim": 8}),
     "ivae_temporal": ("sequence", {"views": "next_frame_targets"}),
     "gin_nll": (None, {"data": "synthetic", "views": "synthetic", "encoder": "gin", "out_dim": 10, "batch_size": 16,
@@ -46,7 +49,8 @@ def test_the_table_covers_every_registered_objective():
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
-    """A 64-digit canvas store (14 px digits on 28 px canvases) and 8 imported sequences of 6 16-px frames."""
+    """A 64-digit canvas store (14 px digits on 28 px canvases), 8 imported sequences of 6 16-px frames and 24
+    captioned 16 px multimodal3dident images."""
     from test_next_frame import citris_file
 
     from ident3d.ingest.datasets import _subset, canvas, digits, write_dataset_store
@@ -57,7 +61,11 @@ def stores(tmp_path_factory):
     rng = np.random.default_rng(3)
     citris_file(root / "seq.npz", n=48, imgs=rng.integers(0, 256, (48, 16, 16, 3), dtype=np.uint8))
     import_temporal(root / "seq.npz", root / "seq.zarr", length=6, sequences_per_chunk=2, progress=False)
-    return {"image": str(image), "sequence": str(root / "seq.zarr")}
+    from ident3d.render import render_store
+
+    assert render_store(root / "mm.zarr", scene="multimodal3dident", n=24, settings={"resolution": 16, "samples": 1},
+                        workers=1, progress=False).ok
+    return {"image": str(image), "sequence": str(root / "seq.zarr"), "captioned": str(root / "mm.zarr")}
 
 
 def crash_at(step: int):

@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 from ident3d.causal.errors import Note, UserError
-from ident3d.store.info import StoreInfo, image_stats, store_info, store_latents
+from ident3d.store.info import StoreInfo, image_stats, store_info, store_latents, store_text
 from ident3d.training.data import StoreBatches, make_loader
 from ident3d.training.objectives import OBJECTIVES
 from ident3d.training.parts import (
@@ -76,6 +76,9 @@ def build_store_run(cfg: Any, spec: StoreData, start_batch: int, rank: int, worl
     if hasattr(objective_cls, "store_args"):  # what the objective takes from the data (the supervised ceiling)
         cfg.objective_args = with_data_args(cfg, objective_cls.store_args(
             store_latents(info), len(info.class_names or [])), info.path)
+    if hasattr(objective_cls, "caption_args"):  # the image/text objectives: the training captions' vocabulary
+        cfg.objective_args = with_data_args(cfg, objective_cls.caption_args(
+            store_text(info, f"objective {cfg.objective}")), info.path)
     _, objective = check_components(cfg, info.image_size)
     note = getattr(objective_cls, "store_note", None)
     if note is not None and (text := note(info)):
@@ -83,6 +86,7 @@ def build_store_run(cfg: Any, spec: StoreData, start_batch: int, rank: int, worl
     keys = [k for k in views.requires if k.startswith("views/")]
     if keys:
         keys += [k.replace("/images", "/latents") for k in keys]
+    keys += [k for k in views.requires if k == "text"]
     dataset = StoreBatches(info, cfg.batch_size, cfg.seed, start_batch=start_batch, keys=keys, rank=rank, world=world,
                            lanes=cfg.num_workers)
     views.bind(dataset, objective, cfg.seed)  # e.g. LT-NN's partner search, CRL-TAC's draws per image

@@ -35,6 +35,8 @@ class StoreBatches(IterableDataset):
 
     ``keys``: arrays to read besides ``images``/``latents``/``classes`` (e.g. ``views/hues/images``).
     ``pairing``: an optional callable (rows, arrays, batch) -> extra arrays (LT nearest-neighbour pairs).
+    ``tokenize``: an optional callable (captions) -> int64 token ids (N, L), set by a view maker that reads the
+    store's ``text``: its batches then hold ``tokens`` (the strings themselves never become tensors).
     ``lanes``: the number of DataLoader workers that will read it (batch contents depend on it).
     ``batch_size``: the global batch over all ``world`` DDP ranks (divisible by ``world``); this rank yields
     its slice ``rank`` of batch_size / world rows.
@@ -55,6 +57,7 @@ class StoreBatches(IterableDataset):
         self.info, self.batch_size, self.seed, self.start_batch = info, batch_size, seed, start_batch
         self.keys = ["images", "latents"] + (["classes"] if info.class_names else []) + list(keys)
         self.pairing, self.rank, self.world, self.lanes = pairing, rank, world, max(1, lanes)
+        self.tokenize: Any = None
         size = info.rows.size * info.image_size**2 * 3 * (1 + len(keys))
         self.in_memory = size <= IN_MEMORY_BYTES if in_memory is None else in_memory
         self._memory: dict[str, np.ndarray] | None = None
@@ -139,6 +142,10 @@ class StoreBatches(IterableDataset):
         arrays["index"] = rows
         if self.pairing is not None:  # LT-NN partners: drawn per rank (per-sample draws differ from 1 process)
             arrays.update(self.pairing(rows, arrays, step * self.world + self.rank))
+        if "text" in arrays:  # captions: their token ids, not the strings
+            text = arrays.pop("text")
+            if self.tokenize is not None:
+                arrays["tokens"] = np.asarray(self.tokenize(list(text)), dtype=np.int64)
         return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
