@@ -9,7 +9,9 @@ from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.pipelines.notes import notes_printed
 from ident3d.render.api import VIEW_PRESETS, mesh_summary, render_store, scene_with_meshes
 from ident3d.render.job import VIEW_SEEDS, RenderReport
+from ident3d.render.mechanisms import CAMERAS
 from ident3d.render.placement_rules import support_from_flags
+from ident3d.render.scene import MATERIAL_KINDS
 from ident3d.render.sequences import render_sequences
 from ident3d.render.settings import HUE_MODES
 
@@ -70,9 +72,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="Cycles CPU threads per worker (default: the cores split evenly between the workers; with "
                         "--scheduler, each Dask worker's thread count)")
     p.add_argument("--chunk-size", type=int, default=64, help="images per chunk/task (default 64)")
-    p.add_argument("--views", metavar="NAME:CHANGESET[,...]",
-                   help="also render exact LT counterparts, e.g. hues:hues,pos:positions+hues; "
-                        f"presets: {', '.join(VIEW_PRESETS)}")
+    p.add_argument("--views", metavar="NAME[@KNOB=VALUE...]:CHANGESET[,...]",
+                   help="also render exact LT counterparts, e.g. hues:hues,pos:positions+hues (presets: "
+                        f"{', '.join(VIEW_PRESETS)}); @KNOB=VALUE renders a view by a second mechanism: "
+                        f"material={'|'.join(MATERIAL_KINDS)}, camera={'|'.join(CAMERAS)}, light=FACTOR (lamp "
+                        "energies), e.g. metal@material=metallic (the anchors' latents, a metal object) or "
+                        "near@material=metallic@camera=near:positions; without :CHANGESET such a view changes no "
+                        "latent; a view's resolution is the anchors' (docs/multimodal.md)")
     p.add_argument("--view-seeds", choices=VIEW_SEEDS, default="independent",
                    help="Cycles noise of a view: its own seeds (independent, default) or its anchor's (shared: "
                         "the two images of a pair then share per-pixel sampling noise)")

@@ -40,7 +40,8 @@ def summary(group: Any, path: str) -> Table:
         ("groups", "; ".join(f"{g}: {', '.join(m)}" for g, m in a.latent_groups.items())),
         ("classes", ", ".join(a.class_names or []) or "-"),
         ("meshes", mesh_note(a)),
-        ("views", "; ".join(f"{v}: {', '.join(c)}" for v, c in a.views.items()) or "-"),
+        ("views", "; ".join(f"{v}: {', '.join(c) or 'no latent changed'}" for v, c in a.views.items()) or "-"),
+        *([("mechanisms", mechanism_note(a))] if a.view_mechanisms else []),
         ("render", ", ".join(f"{k}={v}" for k, v in a.render.items())),
         ("seed", str(a.seed)),
         *([("sequences", f"{a.sequences['sequences']} x {a.sequences['length']} steps of "
@@ -62,6 +63,16 @@ def summary(group: Any, path: str) -> Table:
     for k, v in rows:
         t.add_row(k, escape(str(v)))
     return t
+
+
+def mechanism_note(a: StoreAttrs) -> str:
+    """The views rendered by a second mechanism, each with its knobs and the latents only one image shows."""
+    notes = []
+    for view, knobs in (a.view_mechanisms or {}).items():
+        specific = a.blocks.get(view, {}).get("specific")
+        notes.append(f"{view}: {', '.join(f'{k}={v}' for k, v in knobs.items())}"
+                     + (f" (specific: {', '.join(specific)})" if specific else ""))
+    return "; ".join(notes)
 
 
 def sequence_origin(record: dict) -> str:

@@ -22,14 +22,16 @@ Whole = Annotated[int, Range(ge=0)]
 @dataclass(frozen=True)
 class ImageStore:
     """An image store to render: ``n`` rows of the scene (its SCM, or ``scm``) at ``resolution`` px, with the views
-    ``views`` names (``ident3d render --views``) and an optional support region."""
+    ``views`` names (``ident3d render --views`` text, or a mapping {name: change set | {changes, mechanism, shared,
+    perturbed, specific}}: views of a second mechanism, ``ident3d.render.mechanisms``) and an optional support
+    region."""
 
     n: Count
     resolution: Count
     samples: Count
     seed: Whole = 0
     preset: str | None = "fast"
-    views: str | None = None
+    views: str | dict[str, Any] | None = None
     view_seeds: str | None = "independent"
     view_conditional: str | None = None
     scm: str | None = None

@@ -26,13 +26,14 @@ from ident3d.jobs.cluster import CONNECT_TIMEOUT_S
 from ident3d.render.driver import check_memory, run
 from ident3d.render.job import VIEW_SEEDS, RenderJob, RenderPlan, RenderReport
 from ident3d.render.latents_io import GivenLatents, given_latents
+from ident3d.render.mechanisms import VIEW_KEYS, ViewSpec, check_mechanism, split_view, view_blocks, view_scene
 from ident3d.render.meshes import MeshFolder, file_sha256, find_class_meshes, sniff_mesh
 from ident3d.render.placement import preflight, render_rules, rules_breach
 from ident3d.render.placement_rules import PlacementRules
 from ident3d.render.scene import Scene, load_scene, scene_from_dict
 from ident3d.render.settings import RenderSettings, settings_from
 from ident3d.render.text_plan import TextArg, plan_text
-from ident3d.store.attrs import StoreAttrs
+from ident3d.store.attrs import StoreAttrs, block_names
 from ident3d.store.zarr_io import is_url
 
 VIEW_PRESETS = ("positions", "hues", "rotations", "positions+hues", "rotations+hues", "positions+rotations")
@@ -41,7 +42,7 @@ SceneArg = str | Path | Scene | Mapping[str, Any]
 ScmArg = str | Path | SCM | Mapping[str, Any] | None
 LatentsArg = str | Path | np.ndarray | Samples | None
 SettingsArg = RenderSettings | Mapping[str, Any] | None
-ViewsArg = str | Mapping[str, str | Sequence[str]] | None
+ViewsArg = str | Mapping[str, str | Sequence[str] | Mapping[str, Any]] | None
 MeshesArg = Mapping[str, str | Path] | Sequence[str] | None
 MeshesDirArg = str | Path | None
 SupportArg = Mapping[str, Mapping[str, Sequence[float]]] | None
@@ -113,7 +114,9 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     (default: the scene's namesake). Rows: ``n`` sampled from the SCM with ``seed``, or ``latents`` given as a
     .csv/.npy/.npz path, an (N, D) array (+ ``classes``) or ``causal.Samples`` (``n`` may then be left out).
     ``settings``: a ``RenderSettings``, or overrides of ``preset`` (``{"resolution": 32, "hue_mode": ...}``).
-    ``views``: exact LT views, ``"hues:hues,pos:positions"`` or ``{name: change set}``. ``meshes``:
+    ``views``: exact LT views, ``"hues:hues,pos:positions"`` or ``{name: change set}``, each optionally rendered by a
+    second mechanism (another material, camera or lighting: ``"metal@material=metallic,near@camera=near:positions"``
+    or ``{name: {"changes": ..., "mechanism": {...}, "specific": [...]}}``; ``ident3d.render.mechanisms``). ``meshes``:
     ``{class: path}`` or ``["CLASS=PATH"]``. ``meshes_dir``: a folder of per-class mesh files matched by name
     (render.meshes.find_class_meshes; classes without a file keep their stand-in, ``meshes`` entries win over
     the folder's). ``view_seeds``: 'independent' (each view has its own Cycles noise) or 'shared' (a view
@@ -143,7 +146,10 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     the_scm = with_conditional(_scm(scm, the_scene), view_conditional)
     check_scene_matches(the_scene, the_scm)
     the_settings = settings_from(settings, preset)
-    the_views = parse_views(views, the_scm)
+    specs = view_specs(views, the_scm)
+    for name, spec in specs.items():
+        view_scene(the_scene, spec.mechanism, name)  # a mechanism the scene cannot take: refused before anything runs
+    the_views = {name: spec.change for name, spec in specs.items()}
     given = _given(latents, classes, n, the_scm)
     n = len(given) if given is not None else n
     if n is None:
@@ -153,13 +159,15 @@ def plan_render(out: str | Path, scene: SceneArg = "causal3dident", scm: ScmArg 
     job = RenderJob(out=where, scene=the_scene.to_dict(), scm=the_scm.spec,
                     settings=the_settings.to_dict(), n=n, seed=seed, chunk_size=chunk_size, views=the_views,
                     view_seeds=view_seeds, given=given is not None,
-                    placement=None if rules is None else rules.to_dict(), text=the_text)
+                    placement=None if rules is None else rules.to_dict(), text=the_text,
+                    mechanisms={name: spec.mechanism for name, spec in specs.items() if spec.mechanism})
     layout = {"n": n, "chunk_size": chunk_size, "height": the_settings.resolution, "width": the_settings.resolution,
               "n_latents": len(the_scm.names), "has_classes": the_scm.class_node is not None,
               "views": list(the_views), "slots": the_scene.slots, "placement": rules is not None,
               "text_latents": None if the_text is None else len(the_text["names"])}
     check_memory(layout, workers=1)
-    attrs = store_attrs(job, the_scene, the_scm, given, folder.folder if folder else None)
+    attrs = store_attrs(job, the_scene, the_scm, given, folder.folder if folder else None,
+                        {name: spec.blocks for name, spec in specs.items()})
     return RenderPlan(job, attrs, layout,
                       None if given is None else given.latents, None if given is None else given.classes)
 
@@ -237,38 +245,58 @@ def check_mesh_files(scene: Scene) -> None:
 
 
 def store_attrs(job: RenderJob, scene: Scene, scm: SCM, given: GivenLatents | None,
-                meshes_dir: str | None) -> StoreAttrs:
-    """The rendered store's self-description (``ident3d.store.attrs.StoreAttrs.rendered``)."""
+                meshes_dir: str | None, blocks: dict[str, dict[str, list[str]]] | None = None) -> StoreAttrs:
+    """The rendered store's self-description (``ident3d.store.attrs.StoreAttrs.rendered``); ``blocks``: its views'
+    latent blocks (None: those their change sets imply)."""
     return StoreAttrs.rendered(
         scene=scene.name, scene_spec=job.scene, scm=scm, render=job.settings, seed=job.seed, n=job.n,
         chunk_size=job.chunk_size, views=job.views, view_seeds=job.view_seeds,
         meshes={c["name"]: c["mesh"] for c in job.scene["classes"]}, mesh_sha256=mesh_hashes(scene),
         meshes_dir=meshes_dir, latents_source="scm" if given is None else given.source,
-        latents_sha256=None if given is None else given.sha256(), placement=job.placement, text=job.text)
+        latents_sha256=None if given is None else given.sha256(), placement=job.placement, text=job.text,
+        view_mechanisms=job.mechanisms, view_blocks=blocks)
 
 
 def parse_views(views: ViewsArg, scm: SCM) -> dict[str, list[str]]:
-    """``"NAME:CHANGESET[,NAME:CHANGESET]"`` (a bare preset like ``"hues"`` names itself) or ``{name: change}``
-    -> {name: changed nodes}. NAME ends at the first colon, so CHANGESET may hold object prefixes
-    (``moved:obj1:positions``); a NAME that reads as one (``obj1:positions``) is refused, as it would name a view."""
+    """The views' change sets, {name: changed nodes}, of ``views`` as :func:`view_specs` reads them."""
+    return {name: spec.change for name, spec in view_specs(views, scm).items()}
+
+
+def view_specs(views: ViewsArg, scm: SCM) -> dict[str, ViewSpec]:
+    """``"NAME[@KNOB=VALUE...][:CHANGESET][,...]"`` or ``{name: change | {changes, mechanism, shared, perturbed,
+    specific}}`` -> {name: ViewSpec}. A bare preset like ``"hues"`` names itself; with a mechanism (``@``) and no
+    change set a view changes no latent (``ident3d.render.mechanisms``). NAME ends at the first colon, so CHANGESET may
+    hold object prefixes (``moved:obj1:positions``); a NAME that reads as one (``obj1:positions``) is refused, as it
+    would name a view."""
     if not views:
         return {}
     items = views.items() if isinstance(views, Mapping) else [
-        (name, change or name) for name, _, change in (item.strip().partition(":") for item in str(views).split(","))]
-    out: dict[str, list[str]] = {}
-    for name, change in items:
+        (name, {"changes": change, "mechanism": knobs})
+        for name, change, knobs in map(split_view, str(views).split(","))]
+    out: dict[str, ViewSpec] = {}
+    for name, view in items:
+        declared = view if isinstance(view, Mapping) else {"changes": view}
+        change = declared.get("changes", [])
         if not isinstance(name, str) or not name.replace("_", "").replace("+", "").isalnum():
-            raise UserError(f"views: bad view name {name!r}; use NAME:CHANGESET, e.g. hues:hues")
+            raise UserError(f"views: bad view name {name!r}; use NAME:CHANGESET, e.g. hues:hues, or "
+                            "NAME@KNOB=VALUE:CHANGESET, e.g. metal@material=metallic")
         if not isinstance(views, Mapping) and scm.plates is not None and is_scope(name):
             raise UserError(f"views: {name}:{change} would name a view {name!r} that changes all {change}; give the "
                             f"view a name first, NAME:{name}:{change}, e.g. moved:{name}:{change}")
         if name in out:
             raise UserError(f"views: view {name!r} given twice")
+        if unknown := [k for k in declared if k not in VIEW_KEYS]:
+            raise UserError(f"views: view {name!r}: unknown key {unknown[0]!r}; a view has {', '.join(VIEW_KEYS)}")
         if not isinstance(change, str) and not (isinstance(change, Sequence) and all(isinstance(c, str)
                                                                                      for c in change)):
             raise UserError(f"views: view {name!r} must change a change set (text) or a list of node names, "
                             f"got {change!r}")
-        out[name] = scm.resolve(change)
+        if isinstance(change, str) and "@" in change:
+            raise UserError(f"views: view {name!r}: a mechanism goes after the name, NAME@KNOB=VALUE:CHANGESET, "
+                            f"e.g. near@camera=near:positions; got the change set {change!r}")
+        nodes = scm.resolve(change) if change else []
+        out[name] = ViewSpec(nodes, check_mechanism(declared.get("mechanism"), name),
+                             view_blocks(block_names(scm.names, scm.class_node), nodes, declared, name))
     return out
 
 

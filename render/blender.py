@@ -29,6 +29,7 @@ from mathutils import Vector
 # isort: on
 
 from ident3d.causal.errors import UserError
+from ident3d.render.mechanisms import view_scene
 from ident3d.render.meshes import class_mesh
 from ident3d.render.scene import Light, Material, Pose, Scene, load_scene, pose, scene_from_dict
 from ident3d.render.settings import PRESETS, RenderSettings
@@ -140,11 +141,27 @@ def _glossy(nt: bpy.types.NodeTree, m: Material) -> bpy.types.NodeSocket:
     return glossy.outputs[0]
 
 
-def _rubber(name: str, m: Material) -> tuple[bpy.types.Material, bpy.types.NodeSocket]:
-    """CLEVR's "Rubber" material (see render.scene.Material); returns it and the colour socket set per sample.
+def _rubber(nt: bpy.types.NodeTree, m: Material, color: bpy.types.NodeSocket) -> bpy.types.NodeSocket:
+    """CLEVR's "Rubber" (see render.scene.Material): Mix(Fresnel(ior), inner, Glossy), inner = Mix(Fresnel(ior + 0.2),
+    Diffuse(colour), Sheen(colour)); its shader output."""
+    out = nt.nodes.new("ShaderNodeMixShader")
+    _link(nt, _fresnel(nt, m.ior), out.inputs[0])
+    _link(nt, _rubber_inner(nt, m, color), out.inputs[1])
+    _link(nt, _glossy(nt, m), out.inputs[2])
+    return out.outputs[0]
 
-    out = Mix(Fresnel(ior), inner, Glossy), inner = Mix(Fresnel(ior + 0.2), Diffuse(colour), Sheen(colour)).
-    """
+
+def _metallic(nt: bpy.types.NodeTree, m: Material, color: bpy.types.NodeSocket) -> bpy.types.NodeSocket:
+    """A metal: Principled BSDF of metallic 1, base colour the colour, roughness ``m.roughness``; its shader output."""
+    bsdf = nt.nodes.new("ShaderNodeBsdfPrincipled")
+    bsdf.inputs["Metallic"].default_value = 1.0
+    bsdf.inputs["Roughness"].default_value = m.roughness
+    _link(nt, color, bsdf.inputs["Base Color"])
+    return bsdf.outputs[0]
+
+
+def _surface(name: str, m: Material) -> tuple[bpy.types.Material, bpy.types.NodeSocket]:
+    """A material of ``m``'s kind (rubber or metallic); returns it and the colour socket set per sample."""
     mat = bpy.data.materials.new(name)
     if mat.node_tree is None:  # Blender 5 always gives new materials a node tree (use_nodes is deprecated)
         mat.use_nodes = True
@@ -154,11 +171,8 @@ def _rubber(name: str, m: Material) -> tuple[bpy.types.Material, bpy.types.NodeS
             nt.nodes.remove(node)
     output = next(n for n in nt.nodes if n.type == "OUTPUT_MATERIAL")
     color = nt.nodes.new("ShaderNodeRGB").outputs["Color"]  # channels > 1 pass through (hue_mode 'original')
-    out = nt.nodes.new("ShaderNodeMixShader")
-    _link(nt, _fresnel(nt, m.ior), out.inputs[0])
-    _link(nt, _rubber_inner(nt, m, color), out.inputs[1])
-    _link(nt, _glossy(nt, m), out.inputs[2])
-    _link(nt, out.outputs[0], output.inputs["Surface"])
+    shader = (_metallic if m.kind == "metallic" else _rubber)(nt, m, color)
+    _link(nt, shader, output.inputs["Surface"])
     return mat, color
 
 
@@ -174,7 +188,7 @@ class BlenderRenderer:
 
     def __init__(self, scene: Scene, settings: RenderSettings | None = None, quiet: bool = True,
                  threads: int = 0, masks: bool = True) -> None:
-        self.scene = scene
+        self.scene = self._built = scene  # scene: what renders now (a view's mechanism staged on the built one)
         self._masks = masks
         self.settings = settings or PRESETS["fast"]
         self.quiet = quiet
@@ -201,7 +215,8 @@ class BlenderRenderer:
         self._build_camera()
         self._build_ground()
         self._lights = {lt.name: self._build_light(lt) for lt in self.scene.lights}
-        mat, self._object_color = _rubber("object", self.scene.material)
+        self._materials: dict[tuple[str, Material], tuple[bpy.types.Material, bpy.types.NodeSocket]] = {}
+        mat, self._object_color = self._material("object")
         self._objects = []
         for cls in self.scene.classes:
             mesh = class_mesh(cls.mesh, cls.name, cls.mesh_size(self.scene.extent), cls.yaw_deg, cls.pivot)
@@ -218,10 +233,10 @@ class BlenderRenderer:
         _ACTIVE.append(self)
 
     def _build_slots(self) -> None:
-        """Object slots: per slot, one object per class sharing the class's mesh, with the slot's own rubber
+        """Object slots: per slot, one object per class sharing the class's mesh, with the slot's own material
         (linked to the object) and pass index k + 1; the object index pass goes to an EXR per frame (masks)."""
         for k in range(self.scene.slots):
-            mat, color = _rubber(f"object{k}", self.scene.material)
+            mat, color = self._material(f"object{k}")
             objs = []
             for base in self._objects:
                 obj = bpy.data.objects.new(f"{base.name}.{k}", base.data)
@@ -236,6 +251,34 @@ class BlenderRenderer:
             self._slot_colors.append(color)
         if self._masks:
             self._index_pass()
+
+    def _material(self, name: str) -> tuple[bpy.types.Material, bpy.types.NodeSocket]:
+        """Object material ``name`` (one per slot) of the current scene's material, built once per scene build."""
+        key = (name, self.scene.material)
+        if key not in self._materials:
+            self._materials[key] = _surface(name, self.scene.material)
+        return self._materials[key]
+
+    def stage(self, mechanism: Mapping[str, Any] | None) -> None:
+        """Render from now on with a view's ``mechanism`` (``ident3d.render.mechanisms``) applied to the scene this
+        renderer was built with; None: that scene again. Material, camera and lamps change in place (no rebuild)."""
+        scene = view_scene(self._built, mechanism)
+        if scene == self.scene:
+            return
+        self.scene = scene
+        if _ACTIVE and _ACTIVE[0] is self:  # else the next render rebuilds from self.scene (_ensure_active)
+            self._place_camera()
+            self._dress_objects()
+
+    def _dress_objects(self) -> None:
+        """Give every object (each class's, each slot's) the current scene's material and use its colour sockets."""
+        mat, self._object_color = self._material("object")
+        for obj in self._objects:
+            obj.data.materials[0] = mat
+        for k, objs in enumerate(self._slots):
+            mat, self._slot_colors[k] = self._material(f"object{k}")
+            for obj in objs:
+                obj.material_slots[0].material = mat
 
     def _index_pass(self) -> None:
         """Cycles' object index pass (first sample of each pixel: not anti-aliased), written by the compositor as a
@@ -319,22 +362,26 @@ class BlenderRenderer:
         sc.world = world
 
     def _build_camera(self) -> None:
-        """Perspective camera at its location, turned by its Euler rotation or aimed at look_at."""
-        c = self.scene.camera
+        """The perspective camera, placed as the scene says (``_place_camera``)."""
         cam = bpy.data.cameras.new("camera")
-        cam.lens = c.lens_mm
-        cam.sensor_width = c.sensor_mm
-        cam.sensor_fit = c.sensor_fit
         cam.clip_end = 10_000.0
         obj = bpy.data.objects.new("camera", cam)
-        obj.location = c.location
         obj.rotation_mode = "XYZ"
         self._bl.collection.objects.link(obj)
+        self._bl.camera = obj
+        self._place_camera()
+
+    def _place_camera(self) -> None:
+        """The camera's lens and sensor, at its location, turned by its Euler rotation or aimed at look_at."""
+        c, obj = self.scene.camera, self._bl.camera
+        obj.data.lens = c.lens_mm
+        obj.data.sensor_width = c.sensor_mm
+        obj.data.sensor_fit = c.sensor_fit
+        obj.location = c.location
         if c.rotation_rad is not None:
             obj.rotation_euler = c.rotation_rad
         else:
             _aim(obj, c.look_at)
-        self._bl.camera = obj
 
     def _build_ground(self) -> None:
         """A large square plane at height z with its own rubber material."""
@@ -344,7 +391,7 @@ class BlenderRenderer:
         bmesh.ops.create_grid(bm, x_segments=1, y_segments=1, size=g.size / 2)
         bm.to_mesh(mesh)
         bm.free()
-        mat, self._ground_color = _rubber("ground", g.material)
+        mat, self._ground_color = _surface("ground", g.material)
         mesh.materials.append(mat)
         obj = bpy.data.objects.new("ground", mesh)
         obj.location = (0.0, 0.0, g.z)

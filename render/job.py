@@ -36,6 +36,8 @@ class RenderJob:
     given: bool = False  # True: the anchors' latents (and classes) are already in the store; read, don't sample
     placement: dict[str, Any] | None = None  # the rules rows are redrawn to keep (PlacementRules.to_dict); None: none
     text: dict[str, Any] | None = None  # captions: the store's text attribute (render.text_plan); None: none
+    # the views rendered by a second mechanism: {view: {knob: value}} (render.mechanisms); other views: the scene's
+    mechanisms: dict[str, dict[str, Any]] = field(default_factory=dict)
     threads: int = 0  # Cycles CPU threads per worker process; 0: $OMP_NUM_THREADS, else the Dask worker's threads
     # called with k after chunk k's arrays are written, before its done flag: where tests inject a worker's death
     # or a full disk (a picklable callable, shipped with the job); None in every real run

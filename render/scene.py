@@ -33,6 +33,7 @@ LATENT_NAMES = (
 OBJECT_TARGETS = ("object.x", "object.y", "object.z", "object.rot_x", "object.rot_y", "object.rot_z", "object.hue")
 LIGHT_CHANNELS = ("angle", "hue", "energy")
 GROUND_TARGETS = ("ground.hue",)
+MATERIAL_KINDS = ("rubber", "metallic")  # render.blender builds each (rubber: CLEVR's; metallic: a metal BSDF)
 SLOT = "{k}"  # an object slot's index in the names of ObjectSlots' latents
 
 
@@ -80,10 +81,13 @@ class Light:
 
 @dataclass(frozen=True)
 class Material:
-    """CLEVR's "Rubber" node group; its colour is HSV(hue, saturation, value), the hue set per sample.
+    """A surface coloured HSV(hue, saturation, value), the hue set per sample; ``kind`` says which (MATERIAL_KINDS).
 
+    'rubber' (the default): CLEVR's "Rubber" node group,
     inner = Mix(Fresnel(ior + inner_ior_add), Diffuse(colour, diffuse_roughness), Sheen(colour, sheen_roughness));
     out = Mix(Fresnel(ior), inner, Glossy(glossy_value grey, roughness ** glossy_roughness_power)).
+    'metallic': a Principled BSDF of metallic 1 with base colour the colour and roughness ``roughness`` (the other
+    fields are the rubber's and unused).
     """
 
     color_hsv: tuple[float, float, float] = (0.0, 1.0, 1.0)
@@ -96,6 +100,7 @@ class Material:
     glossy_value: float = 0.8
     glossy_roughness_power: float = 0.5
     glossy_distribution: str = "BECKMANN"  # what the original scene file's Glossy BSDF uses
+    kind: str = "rubber"
 
 
 @dataclass(frozen=True)
@@ -218,8 +223,11 @@ class Scene:
     def to_dict(self) -> dict[str, Any]:
         """Plain, YAML/JSON-serialisable form (what a store records as its scene spec); a one-object scene's has no
         ``objects`` key, as before object slots existed (so its stores still resume); nor has a scene without placement
-        rules a ``placement`` key."""
+        rules a ``placement`` key, nor a rubber material a ``kind`` key."""
         out = _plain(asdict(self))
+        for material in (out["material"], out["ground"]["material"]):
+            if material["kind"] == "rubber":  # as before material kinds existed
+                del material["kind"]
         if self.objects is None:
             del out["objects"]
         if self.placement is None:
@@ -532,6 +540,8 @@ def validate(scene: Scene) -> None:
     if cam.sensor_fit not in ("AUTO", "HORIZONTAL", "VERTICAL"):
         raise SceneError(f"camera sensor_fit {cam.sensor_fit!r} is not AUTO, HORIZONTAL or VERTICAL")
     for what, m in (("material", scene.material), ("ground.material", scene.ground.material)):
+        if m.kind not in MATERIAL_KINDS:
+            raise SceneError(f"{what}: kind {m.kind!r} is not one of {', '.join(MATERIAL_KINDS)}")
         if m.sheen_distribution not in ("ASHIKHMIN", "MICROFIBER"):
             raise SceneError(f"{what}: sheen_distribution {m.sheen_distribution!r} is not ASHIKHMIN or MICROFIBER")
         if m.glossy_distribution not in ("BECKMANN", "GGX", "ASHIKHMIN_SHIRLEY", "MULTI_GGX"):

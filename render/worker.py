@@ -3,7 +3,8 @@ built on its first chunk and re-posed for every image (rebuilt when a job's scen
 loaded SCM, and the one thread that imports bpy and runs every render when tasks run off the main thread (a Dask
 worker's task pool; ``BlenderThread``). Per chunk (``render_chunk``, the function the driver submits as a Dask task
 and calls in process for a local one-worker job): read or sample the anchors' rows, apply the placement rules,
-render the anchors and every view with counter-based Cycles seeds, write the chunk and mark it done.
+render the anchors and every view with counter-based Cycles seeds (a view of a second mechanism with its material,
+camera or lamps staged on the renderer, ``render.mechanisms``), write the chunk and mark it done.
 
 Apart from the driver (``render.driver``: run, submit, collect) so the state that must live in each worker process
 is in one place, and the driver imports this module, never the other way round. ``render_chunk`` is a module-level
@@ -13,6 +14,7 @@ function of plain data (``render.job.RenderJob``), so a pickled task resolves he
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import os
@@ -20,7 +22,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
@@ -223,16 +225,29 @@ def _render_chunk(job: RenderJob, k: int) -> tuple[int, int, float, int, int]:
     views = {}
     for name, change in job.views.items():
         own = seeds if job.view_seeds == "shared" else cycles_seeds(job.seed, index, stream=name)
-        if job.placement is None:
-            moved = scm.transform(anchors, change, seed=view_seed(job.seed, name))
-            views[name] = _rendered(renderer, moved, own, keep_latents=True)
-            continue
-        _, views[name] = _placed(job, renderer, partial(_view_draw, scm, anchors, change, view_seed(job.seed, name)),
-                                 own, lambda i, name=name: f"view {name} of row {start + i}")
+        with _staged(renderer, job.mechanisms.get(name)):
+            if job.placement is None:
+                moved = scm.transform(anchors, change, seed=view_seed(job.seed, name))
+                views[name] = _rendered(renderer, moved, own, keep_latents=True)
+                continue
+            _, views[name] = _placed(job, renderer, partial(_view_draw, scm, anchors, change,
+                                                            view_seed(job.seed, name)),
+                                     own, lambda i, name=name: f"view {name} of row {start + i}")
     hook = None if job.before_commit is None else partial(job.before_commit, k)
     write_chunk(group, k, data, views, before_commit=hook)
     draws = 0 if data.attempts is None else int(data.attempts.sum())
     return k, (stop - start) * (1 + len(views)), time.perf_counter() - t0, (stop - start) if draws else 0, draws
+
+
+@contextlib.contextmanager
+def _staged(renderer: Any, mechanism: dict[str, Any] | None) -> Iterator[None]:
+    """Render a view's rows with its mechanism (``BlenderRenderer.stage``); the renderer is back to the scene as
+    built afterwards, even after an error, so the next chunk's anchors never see a view's material or camera."""
+    try:
+        renderer.stage(mechanism)
+        yield
+    finally:
+        renderer.stage(None)
 
 
 def _placed(job: RenderJob, renderer: Any, draw: Callable[[int, np.ndarray], Samples], seeds: np.ndarray,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
@@ -54,6 +54,10 @@ class StoreAttrs:
     placement: dict[str, Any] | None = _fp(None)  # renders with placement rules: the rules its rows keep
     # stores with captions: {"spec": the resolved caption spec, "names": the text_latents columns}
     text: dict[str, Any] | None = _fp(None)
+    # views rendered by a second mechanism (ident3d.render.mechanisms): {view: {knob: value}}; null: none has one
+    view_mechanisms: dict[str, dict[str, Any]] | None = _fp(None)
+    # each view's latent blocks: {view: {shared|perturbed|specific: names}} (block_names order; default_view_blocks)
+    view_blocks: dict[str, dict[str, list[str]]] = _fp(factory=dict)
     source_format: str | None = None  # imports: the published format, folder, layout and file hashes
     source: str | None = None
     source_layout: dict[str, Any] | None = None
@@ -86,12 +90,24 @@ class StoreAttrs:
     def fingerprint(self) -> dict[str, Any]:
         """The values that must match for a run to resume (or be skipped) on an existing store; a key added to the
         format later is left out while it has its default, so digests of stores made before it stay the same."""
-        return {k: getattr(self, k) for k in FINGERPRINT_KEYS
-                if not (k in ADDED_LATER and getattr(self, k) == ADDED_LATER[k])}
+        return {k: getattr(self, k) for k in FINGERPRINT_KEYS if not self._implied(k)}
+
+    def _implied(self, key: str) -> bool:
+        """Whether fingerprint key ``key`` holds what a store made before it existed implies: an ADDED_LATER key its
+        default, ``view_blocks`` nothing or the blocks its views' change sets imply (``default_view_blocks``)."""
+        if key == "view_blocks":
+            return self.view_blocks in ({}, default_view_blocks(self))
+        return key in ADDED_LATER and getattr(self, key) == ADDED_LATER[key]
 
     def differences(self, other: StoreAttrs) -> list[str]:
-        """Fingerprint keys whose values differ from ``other``'s."""
-        return [k for k in FINGERPRINT_KEYS if getattr(self, k) != getattr(other, k)]
+        """Fingerprint keys whose values differ from ``other``'s (a key one of them implies counts as unset)."""
+        mine, theirs = self.fingerprint(), other.fingerprint()
+        return [k for k in FINGERPRINT_KEYS if mine.get(k, MISSING) != theirs.get(k, MISSING)]
+
+    @property
+    def blocks(self) -> dict[str, dict[str, list[str]]]:
+        """Each view's latent blocks: as recorded, else (stores made before blocks were) implied by its change set."""
+        return self.view_blocks or default_view_blocks(self)
 
     # ----- named constructors, one per writer ----------------------------------------------------------
     @classmethod
@@ -99,14 +115,20 @@ class StoreAttrs:
                  chunk_size: int, views: dict[str, list[str]], view_seeds: str | None, meshes: dict[str, str],
                  mesh_sha256: dict[str, str] | None, meshes_dir: str | None, latents_source: str,
                  latents_sha256: str | None, sequences: dict[str, Any] | None = None,
-                 placement: dict[str, Any] | None = None, text: dict[str, Any] | None = None) -> StoreAttrs:
+                 placement: dict[str, Any] | None = None, text: dict[str, Any] | None = None,
+                 view_mechanisms: dict[str, dict[str, Any]] | None = None,
+                 view_blocks: dict[str, dict[str, list[str]]] | None = None) -> StoreAttrs:
         """A store rendered by Blender from an SCM (or given latents, or a dynamic SCM's rolled-out ``sequences``)
         and a scene; ``placement``: the rules its rows were drawn to keep (``PlacementRules.to_dict``), None: none;
-        ``text``: its captions' spec and text latent names (``ident3d.render.captions``), None: no captions."""
-        return cls(scene=scene, scene_spec=scene_spec, render=render, seed=seed, n=n, chunk_size=chunk_size,
-                   views=views, view_seeds=view_seeds, meshes=meshes, mesh_sha256=mesh_sha256, meshes_dir=meshes_dir,
-                   latents_source=latents_source, latents_sha256=latents_sha256, sequences=sequences,
-                   placement=placement, text=text, **_scm_fields(scm), **_stamp())
+        ``text``: its captions' spec and text latent names (``ident3d.render.captions``), None: no captions;
+        ``view_mechanisms``: the views' mechanisms (None: none has one); ``view_blocks``: the views' latent blocks
+        (None: those their change sets imply)."""
+        out = cls(scene=scene, scene_spec=scene_spec, render=render, seed=seed, n=n, chunk_size=chunk_size,
+                  views=views, view_seeds=view_seeds, meshes=meshes, mesh_sha256=mesh_sha256, meshes_dir=meshes_dir,
+                  latents_source=latents_source, latents_sha256=latents_sha256, sequences=sequences,
+                  placement=placement, text=text, view_mechanisms=view_mechanisms or None, **_scm_fields(scm),
+                  **_stamp())
+        return replace(out, view_blocks=view_blocks or default_view_blocks(out))
 
     @classmethod
     def imported(cls, fmt: str, folder: str, layout: dict[str, Any], sha256: dict[str, str], scm: Any,
@@ -136,13 +158,32 @@ class StoreAttrs:
                    n=n, chunk_size=chunk_size, latents_source=source, **_stamp())
 
 
-# fingerprint fields added after stores were first made, with their default
-ADDED_LATER = {"sequences": None, "placement": None, "text": None}
+# fingerprint fields added after stores were first made, with their default (and view_blocks: see _implied)
+ADDED_LATER = {"sequences": None, "placement": None, "text": None, "view_mechanisms": None}
 FINGERPRINT_KEYS = tuple(f.name for f in fields(StoreAttrs) if f.metadata.get("fingerprint"))
 _TYPES: dict[str, type] = {"scene": str, "scene_spec": dict, "scm": dict, "latent_names": list, "n": int,
                            "chunk_size": int, "latent_groups": dict, "class_names": list, "render": dict,
                            "views": dict, "meshes": dict, "software": dict, "sequences": dict,
-                           "placement": dict, "text": dict}
+                           "placement": dict, "text": dict, "view_mechanisms": dict, "view_blocks": dict}
+BLOCKS = ("shared", "perturbed", "specific")  # a latent's block in a view: same in both images, changed, one-sided
+
+
+def block_names(latent_names: list[str], class_node: str | None) -> list[str]:
+    """The names view blocks sort: the class node (if any) first, then the latent columns."""
+    return ([class_node] if class_node else []) + list(latent_names)
+
+
+def latent_blocks(names: list[str], change: list[str], specific: list[str] | tuple[str, ...] = ()) -> dict[
+        str, list[str]]:
+    """One view's blocks over ``names``: ``perturbed`` the change set, ``specific`` as given, ``shared`` the rest."""
+    return {"shared": [n for n in names if n not in change and n not in specific],
+            "perturbed": [n for n in names if n in change], "specific": [n for n in names if n in specific]}
+
+
+def default_view_blocks(attrs: StoreAttrs) -> dict[str, dict[str, list[str]]]:
+    """The blocks a store's views' change sets imply: changed latents perturbed, none specific, the rest shared."""
+    names = block_names(attrs.latent_names, attrs.class_node)
+    return {view: latent_blocks(names, change) for view, change in attrs.views.items()}
 
 
 def _scm_fields(scm: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ A local path or any fsspec URL opens the same way (``ident3d.store.zarr_io.open_
 
     view = ident3d.open_store("stores/c3d.zarr")
     view.latent_names, view.class_names, view.views   # names, classes, stored LT views
+    view.view_mechanisms, view.view_blocks             # views of a second mechanism; shared/perturbed/specific
     x, z = view.images(slice(0, 256)), view.latents(slice(0, 256))
     ds = view.to_xarray()                              # dims sample, y, x, channel, latent (, node)
 """
@@ -59,6 +60,18 @@ class StoreView(StoreInfo):
     def text_latent_names(self) -> list[str]:
         """A captioned store's text latents (the columns of ``text_latents``); empty without captions."""
         return zarr_io.text_latent_names(self.attrs)
+
+    @property
+    def view_mechanisms(self) -> dict[str, dict[str, Any]]:
+        """The views rendered by a second mechanism, {view: {knob: value}} (``ident3d.render.mechanisms``); the other
+        views (and every view of a store without mechanisms) show the anchors' scene."""
+        return dict(self.attrs.view_mechanisms or {})
+
+    @property
+    def view_blocks(self) -> dict[str, dict[str, list[str]]]:
+        """Each view's latent blocks, {view: {"shared"|"perturbed"|"specific": names}}: as the store records them, else
+        (stores made before blocks were) perturbed = the view's change set, shared = the rest."""
+        return self.attrs.blocks
 
     @property
     def sequences(self) -> dict[str, Any] | None:

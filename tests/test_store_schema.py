@@ -71,13 +71,26 @@ def test_each_writer_says_what_it_is(stores):
 def test_fingerprint_is_the_resume_keys(stores):
     assert set(FINGERPRINT_KEYS) == {"format_version", "scene_spec", "scm", "render", "seed", "n", "chunk_size",
                                      "views", "view_seeds", "latents_sha256", "mesh_sha256", "sequences", "placement",
-                                     "text"}
+                                     "text", "view_mechanisms", "view_blocks"}
     attrs = read_attrs(open_store(stores["rendered"]))
     assert "sequences" not in attrs.fingerprint()  # a key added later: digests of older stores are unchanged
     assert "placement" not in attrs.fingerprint()  # likewise: a render without placement rules
     assert "text" not in attrs.fingerprint()  # and a render without captions
+    assert "view_mechanisms" not in attrs.fingerprint()  # and one without views of a second mechanism
     seq = dataclasses.replace(attrs, sequences={"length": 4})
     assert seq.fingerprint()["sequences"] == {"length": 4} and seq.differences(attrs) == ["sequences"]
+    metal = dataclasses.replace(attrs, views={"metal": []}, view_mechanisms={"metal": {"material": "metallic"}})
+    assert metal.fingerprint()["view_mechanisms"] == {"metal": {"material": "metallic"}}
+    assert metal.differences(dataclasses.replace(metal, view_mechanisms=None)) == ["view_mechanisms"]
+    # view blocks: left out while they are what the views' change sets imply, or absent (a store made before them)
+    names = ["class", "pos_x", "hue"]
+    lt = dataclasses.replace(attrs, latent_names=names[1:], class_node="class", views={"h": ["hue"]})
+    implied = {"h": {"shared": ["class", "pos_x"], "perturbed": ["hue"], "specific": []}}
+    assert lt.blocks == implied and "view_blocks" not in lt.fingerprint()
+    recorded = dataclasses.replace(lt, view_blocks=implied)
+    assert "view_blocks" not in recorded.fingerprint() and recorded.differences(lt) == []
+    declared = dataclasses.replace(lt, view_blocks={"h": {**implied["h"], "shared": ["class"], "specific": ["pos_x"]}})
+    assert declared.fingerprint()["view_blocks"] == declared.view_blocks and declared.differences(lt) == ["view_blocks"]
 
 
 def test_missing_and_mistyped_attributes_are_one_line(stores):
