@@ -149,7 +149,9 @@ def score_latents(codes: Mapping[str, tuple[np.ndarray, np.ndarray]], factors: M
 class ModalityProbes(Metric):
     """Each latent read from the image encoding and from the caption encoding of an image/text run (R^2 linear and
     kernel, or accuracy and MCC), by block (shared, perturbed, image-specific), with the theory's prediction and
-    chance levels; columns: the block means per modality (``evaluation.modality_metrics``)."""
+    chance levels; columns: the block means per modality (``evaluation.modality_metrics``). A run without a text
+    encoder (an image-pair or supervised row beside the image/text rows) is scored on its images; its text columns
+    are NaN."""
 
     needs = frozenset({"codes", "run", "store"})
     data_needs = frozenset({"text"})
@@ -160,19 +162,20 @@ class ModalityProbes(Metric):
         if not info.attrs.text:
             raise UserError(f"needs a test store with captions; {info.path} has none")
         objective = run.objective("cpu", image_size=info.image_size)
-        if not hasattr(objective, "caption_representation"):
-            raise UserError(f"needs an image/text run (multimodal_infonce or clip), not {run.cfg.objective}")
-        rows = np.asarray(data.encoded["rows"])
-        captions = read_rows(store_group(info.path, mode="r")["text"], slice(None), info.path)[rows]
         n = len(data.codes_fit)
-        with torch.no_grad():
-            text = np.concatenate([objective.caption_representation(list(captions[i:i + 256])).float().numpy()
-                                   for i in range(0, len(captions), 256)])
-        codes = {"image": (data.codes_fit, data.codes_score), "text": (text[:n], text[n:])}
+        codes = {"image": (data.codes_fit, data.codes_score)}
+        if hasattr(objective, "caption_representation"):  # an image/text run; any other is scored on its images
+            rows = np.asarray(data.encoded["rows"])
+            captions = read_rows(store_group(info.path, mode="r")["text"], slice(None), info.path)[rows]
+            with torch.no_grad():
+                text = np.concatenate([objective.caption_representation(list(captions[i:i + 256])).float().numpy()
+                                       for i in range(0, len(captions), 256)])
+            codes["text"] = (text[:n], text[n:])
         attrs = info.attrs
         values = {name: data.encoded["latents"][:, j] for j, name in enumerate(attrs.latent_names)}
         if attrs.class_node and "classes" in data.encoded:
             values = {attrs.class_node: data.encoded["classes"], **values}
         factors = {name: (v[:n].astype(np.float64), v[n:].astype(np.float64)) for name, v in values.items()}
-        return score_latents(codes, factors, latent_blocks(attrs.text, list(factors)), discrete_latents(attrs.scm),
-                             circular_latents(attrs.scene_spec, attrs.scm), seed=data.seed)
+        out = score_latents(codes, factors, latent_blocks(attrs.text, list(factors)), discrete_latents(attrs.scm),
+                            circular_latents(attrs.scene_spec, attrs.scm), seed=data.seed)
+        return {**dict.fromkeys(self.columns, math.nan), **out}  # a run without a text encoder: text columns NaN

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -125,6 +125,14 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), missing: list[s
     return check_config(read_yaml_config(path, "configs/da_vs_lt_small.yaml", overrides), str(path))
 
 
+def stored_views(views: str | Mapping[str, Any] | None) -> set[str]:
+    """The names of the views a store spec renders: the keys of its mapping form, or each ``NAME[@KNOB=VALUE...]
+    [:CHANGESET]`` item of its text (``ident3d render --views``)."""
+    if isinstance(views, Mapping):
+        return set(views)
+    return {item.split(":")[0].split("@")[0].strip() for item in str(views or "").split(",") if item.strip()}
+
+
 def check_config(raw: Any, where: str) -> CompareConfig:
     """Parse the whole config into its types (``ident3d.training.hparams.parse``: one line naming the file and the
     key path), then check what needs the registries and the renderer before anything renders or trains: each row's
@@ -135,8 +143,7 @@ def check_config(raw: Any, where: str) -> CompareConfig:
     cfg = parse_config(CompareConfig, raw, f"config {where}")
     if cfg.ceiling and ceiling_name(cfg) is None:
         cfg = replace(cfg, rows=(*cfg.rows, CEILING_ROW))
-    train = cfg.stores["train"]
-    stored = {v.split(":")[0] for v in str(getattr(train, "views", None) or "").split(",") if v}
+    stored = stored_views(getattr(cfg.stores["train"], "views", None))
     for i, row in enumerate(cfg.rows):
         try:
             maker = make_view_maker(row.views, Normalize((0.0,) * 3, (1.0,) * 3))
