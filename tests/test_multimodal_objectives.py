@@ -16,15 +16,6 @@ from ident3d.training.text import Vocabulary
 from ident3d.training.text_encoder import TextEncoder
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster and avoids contention on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class Flat(nn.Module):
     """A linear image encoder on flattened pixels, (B, 3, H, W) -> (B, out_dim)."""
 
