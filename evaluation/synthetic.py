@@ -1,6 +1,7 @@
 """Scores of a synthetic run against its known latents: linear R^2 (all latents, and per group such as content
 and style), kernel R^2 per group, and MCC (papers 000/001; of the content block where the representation is meant
-to hold only it), on held-out draws of the run's own source."""
+to hold only it), or per modality the R^2 of each latent group from that modality's encoding (paper 005), on
+held-out draws of the run's own source."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from ident3d.evaluation.mcc import report_mcc
 from ident3d.evaluation.metric_suite import ScoringData, table_values
 from ident3d.evaluation.metric_suite import score as score_metrics
-from ident3d.evaluation.regression import r2_per_latent
+from ident3d.evaluation.regression import R2Result, r2_per_latent
 from ident3d.evaluation.spectrum import std_spectrum, top_dim_correlations
 from ident3d.training.run_dir import RunDir
 from ident3d.training.synthetic.run import source_of
@@ -41,28 +42,63 @@ def score(h_fit: np.ndarray, z_fit: np.ndarray, h_test: np.ndarray, z_test: np.n
         k = min(kernel_max, len(h_fit))
         ker = r2_per_latent(h_fit[:k], z_fit[:k], h_test[:k], z_test[:k], kind="kernel", exact_max=k)
         out["kernel_r2"] = ker.mean()
-    index = {n: i for i, n in enumerate(latent_names)}
-    for group, members in groups.items():
-        cols = [index[m] for m in members]
-        out[f"linear_r2/{group}"] = lin.mean(cols)
-        if ker is not None:
-            out[f"kernel_r2/{group}"] = ker.mean(cols)
+    out.update(group_means(lin, ker, latent_names, groups))
     for name, value in zip(latent_names, lin.scores, strict=True):
         out[f"latent_r2/{name}"] = float(value)
     return out
 
 
+def group_means(lin: R2Result, ker: R2Result | None, latent_names: Sequence[str],
+                groups: Mapping[str, Sequence[str]], prefix: str = "") -> dict[str, float]:
+    """{"linear_r2/PREFIXGROUP": mean linear R^2 of the group's latents, and "kernel_r2/PREFIXGROUP" where ``ker``}."""
+    index = {n: i for i, n in enumerate(latent_names)}
+    out: dict[str, float] = {}
+    for group, members in groups.items():
+        cols = [index[m] for m in members]
+        out[f"linear_r2/{prefix}{group}"] = lin.mean(cols)
+        if ker is not None:
+            out[f"kernel_r2/{prefix}{group}"] = ker.mean(cols)
+    return out
+
+
+def modality_scores(hs_fit: Sequence[np.ndarray], z_fit: np.ndarray, hs_test: Sequence[np.ndarray],
+                    z_test: np.ndarray, latent_names: Sequence[str], groups: Mapping[str, Sequence[str]],
+                    kernel: bool = False, kernel_max: int = 2000) -> dict[str, float]:
+    """Paper 005's read-out: for the encoding of each modality k = 1, 2, ... (``hs_fit[k - 1]``), the mean R^2 of
+    each latent group from it, as "linear_r2/xK/GROUP" and, with ``kernel``, "kernel_r2/xK/GROUP" (R^2 per latent as
+    in ``score``, kernel ridge on the first ``kernel_max`` rows of each split)."""
+    out: dict[str, float] = {}
+    for k, (h_fit, h_test) in enumerate(zip(hs_fit, hs_test, strict=True), start=1):
+        lin = r2_per_latent(h_fit, z_fit, h_test, z_test, kind="linear")
+        ker = None
+        if kernel:
+            n = min(kernel_max, len(h_fit))
+            ker = r2_per_latent(h_fit[:n], z_fit[:n], h_test[:n], z_test[:n], kind="kernel", exact_max=n)
+        out.update(group_means(lin, ker, latent_names, groups, prefix=f"x{k}/"))
+    return out
+
+
 @torch.no_grad()
+def encode_modalities(run: Any, source: Any, n: int, seed: int, device: str = "cpu",
+                      batch_size: int = 8192) -> tuple[list[np.ndarray], np.ndarray]:
+    """([representation (n, D) of each modality], true latents (n, L)) of held-out draw ``seed`` of a synthetic run's
+    source (``run``: the run loaded), each modality encoded by the objective's encoder of it."""
+    objective = run.objective(device, in_dim=source.obs_dim)
+    xs, z = source.eval_modalities(n, seed)
+    hs = [torch.cat([objective.modality_representation(x[i:i + batch_size], k) for i in range(0, n, batch_size)])
+          for k, x in enumerate(xs)]
+    return [h.float().cpu().numpy() for h in hs], z.float().cpu().numpy()
+
+
 def encode_source(run_dir: str | Path, n: int, seed: int, device: str = "cpu",
                   batch_size: int = 8192, run: Any = None) -> tuple[np.ndarray, np.ndarray, Any]:
-    """(representation (n, D), true latents (n, L), source) of held-out draw ``seed`` of a synthetic run's source,
-    encoded with the run's trained weights (``run``: the run already loaded, else it is loaded from ``run_dir``)."""
+    """(representation (n, D), true latents (n, L), source) of held-out draw ``seed`` of a synthetic run's source
+    (its first modality), encoded with the run's trained weights (``run``: the run already loaded, else it is
+    loaded from ``run_dir``)."""
     run = RunDir(Path(run_dir)).load() if run is None else run
     source = source_of(run.cfg, device)
-    objective = run.objective(device, in_dim=source.obs_dim)
-    x, z = source.eval_set(n, seed)
-    h = torch.cat([objective.representation(x[i:i + batch_size]) for i in range(0, n, batch_size)])
-    return h.float().cpu().numpy(), z.float().cpu().numpy(), source
+    hs, z = encode_modalities(run, source, n, seed, device, batch_size)
+    return hs[0], z, source
 
 
 def spectrum_scores(h: np.ndarray, z: np.ndarray, informative: Sequence[int], top: int = 4) -> dict[str, float]:
@@ -76,15 +112,22 @@ def spectrum_scores(h: np.ndarray, z: np.ndarray, informative: Sequence[int], to
 
 def evaluate_synthetic(run_dir: str | Path, n_fit: int = 10000, n_score: int = 10000, kernel: bool = False,
                        device: str = "cpu", metrics: Sequence[str] = ()) -> dict[str, float]:
-    """Scores of a synthetic run (see ``score``), fit and scored on two independent held-out draws; sources with
-    an "informative" latent group (paper 003) also get ``spectrum_scores`` on the scoring draw, and ``metrics``
-    (registered names, ``ident3d.evaluation.metric_suite``) their ``NAME/COLUMN`` numbers."""
+    """Scores of a synthetic run (see ``score``), fit and scored on two independent held-out draws; a source of
+    several modalities (paper 005) gets ``modality_scores`` instead; sources with an "informative" latent group
+    (paper 003) also get ``spectrum_scores`` on the scoring draw, and ``metrics`` (registered names,
+    ``ident3d.evaluation.metric_suite``) their ``NAME/COLUMN`` numbers (of modality 1's encoding)."""
     run = RunDir(Path(run_dir)).load()  # once, for both draws and the metrics
-    h_fit, z_fit, source = encode_source(run_dir, n_fit, 1, device, run=run)
-    h_test, z_test, _ = encode_source(run_dir, n_score, 2, device, run=run)
-    out = score(h_fit, z_fit, h_test, z_test, source.latent_names, source.latent_groups, kernel=kernel)
-    if "informative" in source.latent_groups:
-        idx = [source.latent_names.index(n) for n in source.latent_groups["informative"]]
+    source = source_of(run.cfg, device)
+    hs_fit, z_fit = encode_modalities(run, source, n_fit, 1, device)
+    hs_test, z_test = encode_modalities(run, source, n_score, 2, device)
+    names, groups = source.latent_names, source.latent_groups
+    if source.modalities > 1:
+        out = modality_scores(hs_fit, z_fit, hs_test, z_test, names, groups, kernel=kernel)
+    else:
+        out = score(hs_fit[0], z_fit, hs_test[0], z_test, names, groups, kernel=kernel)
+    h_fit, h_test = hs_fit[0], hs_test[0]
+    if "informative" in groups:
+        idx = [names.index(n) for n in groups["informative"]]
         out.update(spectrum_scores(h_test, z_test, idx))
     if metrics:
         data = ScoringData(z_fit, h_fit, z_test, h_test, source=source)

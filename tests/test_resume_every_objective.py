@@ -39,6 +39,9 @@ SETUPS: dict[str, tuple[str | None, dict]] = {
     "ivae_temporal": ("sequence", {"views": "next_frame_targets"}),
     "gin_nll": (None, {"data": "synthetic", "views": "synthetic", "encoder": "gin", "out_dim": 10, "batch_size": 16,
                        "encoder_args": {"blocks": 2}, "source": {"kind": "gmm_sets", "augment_dims": [0, 1]}}),
+    "multimodal_lp_infonce": (None, {"data": "synthetic", "views": "synthetic", "encoder": "mlp", "out_dim": 2,
+                                     "batch_size": 16, "encoder_args": {"hidden": [16]},
+                                     "source": {"kind": "multimodal", "content": 2, "style": 2, "specific": 2}}),
 }
 
 

@@ -49,6 +49,10 @@ class Objective(nn.Module):
         """What evaluation encodes: the encoder's output by default."""
         return self.encoder(x)
 
+    def modality_representation(self, x: torch.Tensor, modality: int) -> torch.Tensor:
+        """What evaluation encodes for modality ``modality`` of a multimodal source: one encoder for all by default."""
+        return self.representation(x)
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The inner layer evaluation also scores: the encoder's features by default."""
         return self.encoder.features(x)

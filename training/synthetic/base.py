@@ -2,8 +2,10 @@
 
 A source is a pure function of (seed, b): ``batch(b)`` returns ``{"x0": (B, D), "x1": (B, D), ...,
 "latents": (B, L)}`` with ``n_views`` observed views of the same anchors (x0 is the anchor), all on
-``device``; ``eval_set(n, seed)`` returns held-out anchors ``(x (n, D), latents (n, L))`` for scoring.
-No Python loop runs per sample and nothing goes through the host per step.
+``device``; ``eval_set(n, seed)`` returns held-out anchors ``(x (n, D), latents (n, L))`` for scoring, and
+``eval_modalities(n, seed)`` the same anchors as each of its ``modalities`` observes them (one unless a source says
+otherwise; evaluation scores each modality's encoding). No Python loop runs per sample and nothing goes through
+the host per step.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class VectorSource:
     """Base class of synthetic sources (see the module docstring)."""
 
     n_views: ClassVar[int] = 2
+    modalities: ClassVar[int] = 1  # observed modalities of an anchor, each scored on its own (paper 005: 2)
     obs_dim: int
     latent_names: list[str]
     latent_groups: dict[str, list[str]]  # e.g. {"content": [...], "style": [...]}; {} when not grouped
@@ -40,6 +43,12 @@ class VectorSource:
 
     def eval_set(self, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
+
+    def eval_modalities(self, n: int, seed: int = 0) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Held-out anchors as each modality observes them, ([x_1, ...], latents (n, L)): ``eval_set``'s one by
+        default."""
+        x, z = self.eval_set(n, seed)
+        return [x], z
 
     def describe(self) -> dict[str, Any]:
         """What the run's config.json and the table record about the data."""

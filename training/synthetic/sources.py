@@ -132,7 +132,8 @@ class SCMPairs(_MixedPairs):
         return self.mix(z), z
 
 
-SOURCE_MODULES = ("gin_data", "temporal_source")  # the other modules of training/synthetic that register sources
+# the other modules of training/synthetic that register sources
+SOURCE_MODULES = ("gin_data", "temporal_source", "multimodal")
 
 
 def make_source(spec: Mapping[str, Any], batch_size: int, seed: int, device: torch.device | str) -> VectorSource:
