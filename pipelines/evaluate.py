@@ -44,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "multi-object stores and slot runs (slot_attention, additive_ae): fg_ari (foreground ARI of "
                         "the slot masks), slot_r2 (per-object R^2, slots matched by the readout's loss), slot_r2_masks "
                         "(per-object R^2 of the mask-matched slot), sis (Brady et al.'s slot identifiability score), "
-                        "block_mcc (slots as fixed blocks, Lachapelle et al.'s tree readout)")
+                        "block_mcc (slots as fixed blocks, Lachapelle et al.'s tree readout); captioned stores: "
+                        "modality_probes (each latent from the image and the caption encodings, by block)")
     p.add_argument("--figure", metavar="PNG", help="CRL-TAC runs: draw test images over their P(T|X) here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     p.set_defaults(run=run)
