@@ -5,6 +5,7 @@ imports back identical; bad caption specs, and bad folders, are one line with ex
 
 import csv
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,3 +171,22 @@ def test_bad_published_folders_are_one_line(mm_store, tmp_path):
                         workers=1, progress=False).ok
     r = run_cli("export", plain, "--format", "multimodal3dident", "--out", tmp_path / "e2", "--no-progress")
     assert_refused(r, "needs a store with captions")
+
+
+def test_the_goldens_digest_of_a_caption_array_is_its_text(mm_store, tmp_path):
+    """benchmarks/goldens.py hashes strings by their UTF-8 bytes (an object array's memory holds pointers): the same
+    store digests alike in two reads and in a copy, and one changed caption changes the digest."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from goldens import array_digest, value_bytes
+
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(mm_store, copy)
+    assert array_digest(mm_store) == array_digest(mm_store) == array_digest(copy)
+    text = ident3d.open_store(copy).text()
+    assert value_bytes(text) == value_bytes(np.array(list(text), dtype=object))
+    import zarr
+
+    zarr.open_group(str(copy), mode="r+")["text"][0:1] = np.array([text[0] + "!"], dtype=object)
+    assert array_digest(copy) != array_digest(mm_store)
