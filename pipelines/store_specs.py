@@ -36,7 +36,9 @@ class ImageStore:
     view_conditional: str | None = None
     scm: str | None = None
     support: Any = None
-    text: str | bool | None = None  # captions (ident3d render --text): a caption spec, false: none; None: the scene's
+    # captions (ident3d render --text): a caption spec; true: the scene's (it must declare them); false: none;
+    # None: the scene's, if any
+    text: str | bool | None = None
 
     def __post_init__(self) -> None:
         if self.support is not None:  # {exclude|only: {NAME: [LOW, HIGH]}}, checked in full here
@@ -145,7 +147,7 @@ def render_args(spec: ImageStore | SequenceStore, scene: str | None) -> dict[str
     if isinstance(spec, SequenceStore):
         return {**common, "scm": spec.scm, "sequences": spec.sequences, "length": spec.length, "scene": scene}
     scm = {"scm": spec.scm} if spec.scm else {}  # else the scene's own SCM
-    text = {} if spec.text is None or spec.text is True else {"text": spec.text}  # else the scene's captions
+    text = {} if spec.text is None else {"text": spec.text}  # None: the scene's captions, if it declares any
     return {**common, "scene": scene or "causal3dident", "n": spec.n, "views": spec.views or None,
             "view_seeds": spec.view_seeds, "view_conditional": spec.view_conditional, "support": spec.support,
             **scm, **text}

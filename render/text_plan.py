@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ident3d.causal import SCM
+from ident3d.causal.errors import UserError
 from ident3d.causal.samples import Samples
 from ident3d.render.captions import CaptionSpec, LatentInfo, load_caption_spec, write_captions
 from ident3d.render.scene import Scene
@@ -49,14 +50,15 @@ def _bound(x: float | None) -> float | None:
 
 def plan_text(text: TextArg, scene: Scene, scm: SCM) -> dict[str, Any] | None:
     """The store's ``text`` attribute for a render: None without captions (``text`` False, or None and a scene that
-    declares none), else the resolved spec and its text latent names. A bad spec is one ``CaptionSpecError`` line."""
-    source = scene.text if text is None else text
-    if source is None or source is False:
+    declares none), else the resolved spec and its text latent names (``text`` True: the scene's, which it must
+    declare). A bad spec is one ``CaptionSpecError`` line."""
+    if text is False:
         return None
-    if source is True:
-        from ident3d.causal.errors import UserError
-
-        raise UserError(f"scene {scene.name} declares no captions: give a caption spec (--text NAME|FILE)")
+    source = scene.text if text is None or text is True else text
+    if source is None:
+        if text is True:
+            raise UserError(f"scene {scene.name} declares no captions: give a caption spec (--text NAME|FILE)")
+        return None
     spec = load_caption_spec(source, latent_infos(scm, scene))
     return {"spec": spec.to_dict(), "names": list(spec.text_latent_names)}
 

@@ -124,6 +124,11 @@ def test_text_flags_are_refused_where_they_mean_nothing(tmp_path):
     r = run_cli("render", "--scene", "3dident", "--n", "2", "--text", "nosuch", "--out", tmp_path / "q.zarr")
     assert_refused(r, "nosuch")
     assert not (tmp_path / "q.zarr").exists()
+    from ident3d.causal.errors import UserError
+
+    with pytest.raises(UserError, match="scene 3dident declares no captions"):  # text=True: the scene's, required
+        render_store(tmp_path / "q.zarr", scene="3dident", n=2, text=True, workers=1, progress=False)
+    assert not (tmp_path / "q.zarr").exists()
 
 
 def test_export_has_the_published_columns_and_imports_back_identical(mm_store, tmp_path):
