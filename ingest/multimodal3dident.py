@@ -19,7 +19,6 @@ name) and the sentence form. ``object_zpos`` of the text is the image's (the cap
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 from typing import Any
 
@@ -72,30 +71,21 @@ def read_table(path: Path, columns: tuple[str, ...]) -> dict[str, list[str]]:
 def numbers(table: dict[str, list[str]], column: str, path: Path) -> np.ndarray:
     """A column as float64; a value that is not a finite number, or a discrete column's value that is not a whole
     number in its levels, is one line naming the row."""
-    try:
-        values = np.array([float(v) for v in table[column]])
-    except ValueError:
-        bad = next(i for i, v in enumerate(table[column]) if not _is_number(v))
-        raise UserError(f"{path}: {column} of row {bad} is {table[column][bad]!r}, not a number") from None
-    bad = np.flatnonzero(~np.isfinite(values))
+    values = np.empty(len(table[column]))
+    for i, text in enumerate(table[column]):
+        try:
+            values[i] = float(text)
+        except ValueError:
+            raise UserError(f"{path}: {column} of row {i} is {text!r}, not a number") from None
+    bad = ~np.isfinite(values)
     if column in DISCRETE:
-        top = LEVELS.get(column)
-        bad = np.flatnonzero((values != np.round(values)) | (values < 0) | (values >= (top or np.inf))
-                             | ~np.isfinite(values))
-    if bad.size:
+        bad |= (values != np.round(values)) | (values < 0) | (values >= LEVELS.get(column, np.inf))
+    if bad.any():
         want = f"a whole number in 0..{LEVELS[column] - 1}" if column in LEVELS else \
             "a whole number >= 0" if column in DISCRETE else "a finite number"
-        raise UserError(f"{path}: {column} of row {int(bad[0])} is {table[column][bad[0]]}, not {want}")
+        first = int(np.flatnonzero(bad)[0])
+        raise UserError(f"{path}: {column} of row {first} is {table[column][first]}, not {want}")
     return values
-
-
-def _is_number(text: str) -> bool:
-    """Whether ``text`` parses as a float."""
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def read_captions(path: Path, n: int) -> np.ndarray:
@@ -179,12 +169,6 @@ def write_tables(folder: Path, latents: np.ndarray, classes: np.ndarray, names: 
     (folder / "text").mkdir()
     (folder / "text" / "text_raw.txt").write_text("\n".join(str(t) for t in text), encoding="utf-8")
     return ["latents_image.csv", "latents_text.csv", "text/text_raw.txt"]
-
-
-def image_names(n: int) -> list[str]:
-    """The published PNG names of n rows: the row index zero-padded to ceil(log10 n) digits."""
-    width = int(math.ceil(math.log10(n))) if n > 1 else 0
-    return [f"{str(i).zfill(width)}.png" for i in range(n)]
 
 
 def layout_record(n: int) -> dict[str, Any]:
