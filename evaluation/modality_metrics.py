@@ -30,8 +30,11 @@ from sklearn.metrics import matthews_corrcoef
 from sklearn.preprocessing import StandardScaler
 
 from ident3d.causal.errors import UserError
+from ident3d.causal.yamlnum import load_yaml
 from ident3d.evaluation.metric_base import Metric, ScoringData, register_metric
 from ident3d.evaluation.regression import r2_per_latent
+from ident3d.render.captions import TEXTS_DIR
+from ident3d.render.text_plan import HUE_TARGETS
 from ident3d.store.zarr_io import read_rows, store_group
 
 BLOCKS = ("shared", "perturbed", "specific")
@@ -44,16 +47,17 @@ MODALITIES = ("image", "text")
 def latent_blocks(text_attr: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, str]:
     """Each latent's block from a store's ``text`` attribute: shared (stated), perturbed (stated, resampled with a
     probability > 0) or specific (never stated). An imported store without a spec states the built-in's latents."""
-    spec = (text_attr or {}).get("spec")
-    if spec is None:  # the published Multimodal3DIdent captions state shape, x, y and the object colour
-        stated = {"class", "pos_x", "pos_y", "obj_hue"}
-        perturbed: set[str] = set()
-    else:
-        states = spec["states"]
-        chosen = spec.get("select") or list(states)
-        stated = {states[p]["latent"] for p in chosen}
-        perturbed = {states[p]["latent"] for p, q in (spec.get("perturb") or {}).items() if q > 0}
+    spec = (text_attr or {}).get("spec") or published_spec()
+    states = spec["states"]
+    stated = {states[p]["latent"] for p in spec.get("select") or list(states)}
+    perturbed = {states[p]["latent"] for p, q in (spec.get("perturb") or {}).items() if q > 0}
     return {n: ("perturbed" if n in perturbed else "shared") if n in stated else "specific" for n in names}
+
+
+def published_spec() -> dict[str, Any]:
+    """What the published Multimodal3DIdent captions state (an imported store records no spec: their sentence forms
+    are the generator's): the states of the built-in caption spec that follows its rules."""
+    return load_yaml((TEXTS_DIR / "multimodal3dident.yaml").read_text())
 
 
 def circular_latents(scene_spec: Mapping[str, Any] | None, scm: Mapping[str, Any] | None) -> set[str]:
@@ -61,8 +65,8 @@ def circular_latents(scene_spec: Mapping[str, Any] | None, scm: Mapping[str, Any
     ranges = {n["name"]: n.get("range") for n in (scm or {}).get("nodes", [])}
     out = set()
     for b in (scene_spec or {}).get("latents", []):
-        span = ranges.get(b["name"])
-        if str(b.get("target", "")).endswith(".hue") and span and abs(b.get("scale", 1.0)) * (span[1] - span[0]) >= 1:
+        span, hue = ranges.get(b["name"]), str(b.get("target", "")).endswith(HUE_TARGETS)
+        if hue and span and abs(b.get("scale", 1.0)) * (span[1] - span[0]) >= 1:
             out.add(b["name"])
     return out
 
