@@ -16,10 +16,12 @@ Rules:
   relative default path) and write none of those outputs' names under ``results/`` or ``docs/`` during its run (an
   absolute default path; other work in the checkout may write other files there meanwhile).
 
-Cost (2026-11-28, the 2-core machine at load 4-5 from other jobs): the 21 runs here take 117 s of CPU in all (0.7 s
-for sample_bench to 25 s for synthetic_workers, which times two fresh ``ident3d synthetic`` processes, one of them
-on a 2-process Dask cluster: start-ups are its cost), 135 s of wall time with ``-n 2`` at that load; on two idle
-cores about a minute.
+Cost (2026-11-28, the 2-core machine at load 4-5 from other jobs, the runs one after another): the 21 runs here take
+131 s of wall time and 120 s of CPU in all (0.6 s for gallery_meshes_inputs to 26 s for synthetic_workers, which times
+two fresh ``ident3d synthetic`` processes, one of them on a 2-process Dask cluster: start-ups are its cost); ``-n 2``
+shares them between two workers, about half that in wall time. Most of every run is start-up, not its toy sizes:
+Python, torch and ident3d imports (3-5 s per process at that load; torchvision pulls in torch._dynamo, and so does
+the first torch.optim optimizer), Blender's where it renders, and each fresh process or Dask worker a script starts.
 """
 
 from __future__ import annotations

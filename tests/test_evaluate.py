@@ -2,11 +2,10 @@
 recovered, and bad inputs (no checkpoint, a store of another scene) exit 2 with one line."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_cli
 
 from ident3d.pipelines.cli import main
 
@@ -46,10 +45,6 @@ def test_report_marks_style_by_view_maker_and_scores_latents(setup, capsys):
     assert hits == pytest.approx(round(hits), abs=1e-9) and 0 < round(hits) <= 64
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *args], capture_output=True, text=True)
-
-
 def test_bad_inputs_exit_2(setup, tmp_path):
     (tmp_path / "empty_run").mkdir()
     (tmp_path / "empty_run" / "config.json").write_text((setup / "run" / "config.json").read_text())
@@ -59,7 +54,7 @@ def test_bad_inputs_exit_2(setup, tmp_path):
         (["--run", str(tmp_path), "--data", str(setup / "test.zarr")], "not a run directory"),
     ]
     for args, expected in cases:
-        r = _cli("evaluate", *args)
+        r = run_cli("evaluate", *args)
         assert r.returncode == 2, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
 
@@ -89,10 +84,10 @@ def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
     shuffled = mig(y[k:], z[k:][np.random.default_rng(0).permutation(len(z) - k)]).score
     assert rep["metrics"]["mig"]["mig"] != pytest.approx(shuffled, abs=1e-9)  # the rows are paired, not any rows
     assert "dci (output layer): disentanglement" in capsys.readouterr().out
-    r = _cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--metrics", "dci,bogus")
+    r = run_cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--metrics", "dci,bogus")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "unknown metric 'bogus'" in r.stderr
-    r = _cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",
-             "--metrics", "temporal", "--out", str(tmp_path / "t.json"))
+    r = run_cli("evaluate", "--run", str(setup / "run"), "--data", str(setup / "test.zarr"), "--no-kernel",
+                "--metrics", "temporal", "--out", str(tmp_path / "t.json"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "needs a sequence store" in r.stderr and not (tmp_path / "t.json").exists()
 
@@ -100,8 +95,6 @@ def test_metrics_on_an_iid_run(setup, tmp_path, capsys):
 def test_metric_flags_say_which_metric_and_add_up(setup, tmp_path):
     """Issue 32.12: too few samples named no metric; an empty --metrics computed nothing silently; a repeated
     --metrics kept only the last."""
-    from helpers import run_cli
-
     base = ["evaluate", "--run", setup / "run", "--data", setup / "test.zarr", "--no-kernel"]
     r = run_cli(*base, "--score", "22", "--metrics", "mig")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "metric mig: need at least 40 samples" in r.stderr, r.stderr

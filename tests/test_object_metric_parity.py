@@ -76,10 +76,18 @@ def plain_predict(w, x):
     return np.c_[x, np.ones(len(x))] @ w
 
 
+def by_image(match):
+    """A matching {(image, object): slot} as {image: {object: slot}}."""
+    out = {}
+    for (n, k), s in match.items():
+        out.setdefault(n, {})[k] = s
+    return out
+
+
 def others(match, n, k):
-    """The slots an on-diagonal ``match`` gave the other present objects of image n: where object k may be read
-    from off the diagonal."""
-    return {s for (m, j), s in match.items() if m == n and j != k}
+    """The slots an on-diagonal ``match`` (by image) gave the other present objects of image n: where object k may
+    be read from off the diagonal."""
+    return {s for j, s in match.get(n, {}).items() if j != k}
 
 
 def plain_match(w, z, slots, present, on, scale):
@@ -104,6 +112,7 @@ def plain_readout(z, slots, present, scale, fit, on=None):
     """(r2 per dim on the score images, fit matching, score matching) of one readout-matched fit on the first
     ``fit`` images, scored on the rest; ``on``: the on-diagonal (fit, score) matchings, for the off-diagonal one."""
     fz, fs, fp = z[:fit], slots[:fit], present[:fit]
+    on = None if on is None else tuple(by_image(m) for m in on)
     pairs = [(n, k, s) for n in range(fit) for k in range(K) for s in range(slots.shape[1])
              if fp[n, k] and (on is None or s in others(on[0], n, k))]
     w = plain_lstsq(np.array([fs[n, s] for n, k, s in pairs]), np.array([fz[n, k] for n, k, s in pairs]))

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from helpers import KillOnce, inject_before_commit, tree_digest
+from helpers import KillOnce, inject_before_commit, run_cli, tree_digest
 
 from ident3d.causal import load_scm
 from ident3d.pipelines.cli import main
@@ -151,9 +151,7 @@ def test_rerunning_a_finished_store_does_nothing(reference, capsys):
 ])
 def test_bad_input_one_line_exit_2_and_store_intact(reference, extra, expected):
     digest = tree_digest(reference)
-    cmd = [sys.executable, "-m", "ident3d.pipelines.cli", *BASE, "--out", str(reference), "--workers", "1",
-           "--chunk-size", "10", "--views", "hues:hues", *extra]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = run_cli(*BASE, "--out", reference, "--workers", "1", "--chunk-size", "10", "--views", "hues:hues", *extra)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], r.stderr
@@ -165,7 +163,6 @@ def test_unwritable_store_path(tmp_path, target, expected):
     f = tmp_path / "plain.txt"
     f.write_text("keep me")
     out = f if target == "file" else Path("/proc/ident3d_test.zarr")
-    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *BASE, "--out", str(out), "--workers", "1"],
-                       capture_output=True, text=True)
+    r = run_cli(*BASE, "--out", out, "--workers", "1")
     assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f.read_text() == "keep me"

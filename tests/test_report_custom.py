@@ -5,12 +5,10 @@ tiny render -> train -> evaluate run of a custom scene whose latents have other 
 import csv
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import yaml
-from helpers import read_png
+from helpers import read_png, run_cli
 
 from ident3d.causal import load_scm
 from ident3d.causal.errors import UserError
@@ -224,6 +222,5 @@ def test_custom_store_report_end_to_end(tmp_path, capsys):
 
 @pytest.mark.parametrize("arg,expected", [("colour", "use RECIPE=NAMES"), ("blur=tint", "unknown DA recipe 'blur'")])
 def test_evaluate_bad_da_style_exits_2(tmp_path, arg, expected):
-    r = subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", "evaluate", "--run", str(tmp_path), "--data",
-                        str(tmp_path / "none.zarr"), "--da-style", arg], capture_output=True, text=True)
+    r = run_cli("evaluate", "--run", tmp_path, "--data", tmp_path / "none.zarr", "--da-style", arg)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr

@@ -3,14 +3,12 @@
 chunk in one line, and xarray reads the stores with named dimensions."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
-from helpers import copy_store
+from helpers import copy_store, run_cli
 
 from ident3d.causal.errors import UserError
 from ident3d.pipelines.cli import main
@@ -56,10 +54,6 @@ def flip(path, key, count=1):
     for i in range(mid, mid + count):
         data[i] ^= 0x5A
     f.write_bytes(bytes(data))
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *map(str, args)], capture_output=True, text=True)
 
 
 def assert_one_line_error(proc, *needles):
@@ -122,8 +116,8 @@ def test_check_reports_chunks_not_done_and_refuses_what_is_not_a_store(clean, co
     assert main(["check", str(copy), "--no-progress"]) == 0
     assert "2 chunks done, not done: 1" in capsys.readouterr().out
     (tmp_path / "folder").mkdir()
-    assert_one_line_error(cli("check", tmp_path / "folder"), "is not a Zarr store")
-    assert_one_line_error(cli("check", tmp_path / "nowhere.zarr"), "is not a Zarr store")
+    assert_one_line_error(run_cli("check", tmp_path / "folder"), "is not a Zarr store")
+    assert_one_line_error(run_cli("check", tmp_path / "nowhere.zarr"), "is not a Zarr store")
     assert ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8" and ranges([]) == "-"
 
 
@@ -134,10 +128,10 @@ def test_train_evaluate_and_show_name_the_corrupt_chunk(clean, copy, tmp_path):
     truncate(copy, "images/c/0/0/0/0")
     needles = (f"{copy}: chunk 0 of images is corrupt (RuntimeError: Zstd decompression error",
                f"run `ident3d check {copy} --repair`, then re-run the render command")
-    assert_one_line_error(cli("train", "--data", copy, "--out", tmp_path / "run2", "--encoder", "cnn",
+    assert_one_line_error(run_cli("train", "--data", copy, "--out", tmp_path / "run2", "--encoder", "cnn",
                               "--batch-size", "8", "--steps", "2", "--no-progress"), *needles)
-    assert_one_line_error(cli("evaluate", "--run", run, "--data", copy), *needles)
-    assert_one_line_error(cli("show", copy, "--out", tmp_path / "grid.png"), *needles)
+    assert_one_line_error(run_cli("evaluate", "--run", run, "--data", copy), *needles)
+    assert_one_line_error(run_cli("show", copy, "--out", tmp_path / "grid.png"), *needles)
     assert not (tmp_path / "grid.png").exists() and not (tmp_path / "run2" / "checkpoint.pt").exists()
 
 
@@ -190,7 +184,7 @@ def test_stores_without_dimension_names_stay_readable(copy):
 def test_show_draws_a_grid_of_an_iid_store(clean, tmp_path):
     """Issue 32.1: `show STORE --out grid.png` crashed on every i.i.d. store (StoreAttrs has no .get); the README's
     gallery is made with it. The grid holds the anchors and their hues view, captioned, under the scene's name."""
-    from helpers import read_png, run_cli
+    from helpers import read_png
 
     r = run_cli("show", clean, "--out", tmp_path / "grid.png", "--count", "4")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from helpers import render_tiny_store
+from helpers import render_tiny_store, run_cli
 
 from ident3d.pipelines.cli import main
 
@@ -45,22 +45,26 @@ def embed_std(run, store):
     return z.std(0)
 
 
-@pytest.mark.parametrize("objective,views,hp", [
-    ("infonce", "crop_large+colour", ["tau=0.5"]),
-    ("lp_infonce", "lt_exact:hues", []),
-    ("align_maxent", "lt_exact:hues", []),
-    ("barlow_twins", "lt_exact:hues", []),
-    ("vicreg", "lt_exact:hues", []),
-    ("moco_v2", "lt_exact:hues", ["queue_size=64"]),
-    ("byol", "lt_exact:hues", []),
+# steps and the loss drop asked for (a fraction of the first loss), from what the same runs give at lr 1e-9 (no
+# learning: drops of -0.09 to 0.022 at 60 steps, infonce 0.004) against lr 1e-3 (2026-11-28: at 60 steps 0.49 to
+# 1.22 for the six exact-pair objectives; infonce on crops and colour learns slowest: 0.016 at 100 steps, 0.027 at 150)
+@pytest.mark.parametrize("objective,views,hp,steps,drop", [
+    ("infonce", "crop_large+colour", ["tau=0.5"], 150, 0.01),
+    ("lp_infonce", "lt_exact:hues", [], 60, 0.2),
+    ("align_maxent", "lt_exact:hues", [], 60, 0.2),
+    ("barlow_twins", "lt_exact:hues", [], 60, 0.2),
+    ("vicreg", "lt_exact:hues", [], 60, 0.2),
+    ("moco_v2", "lt_exact:hues", ["queue_size=64"], 60, 0.2),
+    ("byol", "lt_exact:hues", [], 60, 0.2),
 ])
-def test_each_objective_lowers_its_loss_without_collapse(store, tmp_path, objective, views, hp):
+def test_each_objective_lowers_its_loss_without_collapse(store, tmp_path, objective, views, hp, steps, drop):
     run = tmp_path / objective
-    extra = ["--objective", objective, "--views", views, "--steps", "150", "--lr", "1e-3", "--checkpoint-every", "150"]
+    extra = ["--objective", objective, "--views", views, "--steps", str(steps), "--lr", "1e-3",
+             "--checkpoint-every", str(steps)]
     assert train(store, run, *extra, *(["--hp", *hp] if hp else [])) == 0
     m = metrics(run)
     first, last = np.mean([r["loss"] for r in m[:2]]), np.mean([r["loss"] for r in m[-3:]])
-    assert last < first - 0.02 * abs(first), (first, last)
+    assert last < first - drop * abs(first), (first, last)
     std = embed_std(run, store)
     assert (std > 1e-3).float().mean() > 0.5 and std.mean() > 0.01, std  # not collapsed to a point
 
@@ -123,10 +127,6 @@ def test_ddp_with_two_cpu_processes(store, tmp_path):
     assert state["step"] == 6 and all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
 
 
-def _run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "ident3d.pipelines.cli", *args], capture_output=True, text=True)
-
-
 @pytest.mark.parametrize("extra,expected", [
     (["--objective", "simsiam"], "unknown objective 'simsiam'"),
     (["--views", "blur"], "unknown view maker 'blur'"),
@@ -135,8 +135,8 @@ def _run_cli(*args):
     (["--batch-size", "500"], "larger than the 96 images"),
 ])
 def test_bad_inputs_exit_2(store, tmp_path, extra, expected):
-    r = _run_cli("train", "--data", str(store), "--out", str(tmp_path / "bad"), "--encoder", "cnn", "--steps", "2",
-                 *extra)
+    r = run_cli("train", "--data", str(store), "--out", str(tmp_path / "bad"), "--encoder", "cnn", "--steps", "2",
+                *extra)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], r.stderr
@@ -148,13 +148,13 @@ def test_incomplete_store_and_corrupt_checkpoint(store, tmp_path):
     partial = tmp_path / "partial.zarr"
     shutil.copytree(store, partial)
     zarr.open_group(str(partial), mode="r+")["done"][1] = False
-    r = _run_cli("train", "--data", str(partial), "--out", str(tmp_path / "p"), "--encoder", "cnn", "--steps", "2",
-                 "--batch-size", "16")
+    r = run_cli("train", "--data", str(partial), "--out", str(tmp_path / "p"), "--encoder", "cnn", "--steps", "2",
+                "--batch-size", "16")
     assert r.returncode == 2 and "incomplete (2/3 chunks done)" in r.stderr
-    r = _run_cli("train", "--data", str(partial), "--out", str(tmp_path / "p"), "--encoder", "cnn", "--steps", "2",
-                 "--batch-size", "16", "--allow-partial", "--no-progress")
+    r = run_cli("train", "--data", str(partial), "--out", str(tmp_path / "p"), "--encoder", "cnn", "--steps", "2",
+                "--batch-size", "16", "--allow-partial", "--no-progress")
     assert r.returncode == 0, r.stderr
     (tmp_path / "p" / "checkpoint.pt").write_bytes(b"not a checkpoint")
-    r = _run_cli("train", "--data", str(partial), "--out", str(tmp_path / "p"), "--encoder", "cnn", "--steps", "4",
-                 "--batch-size", "16", "--allow-partial", "--resume", "--no-progress")
+    r = run_cli("train", "--data", str(partial), "--out", str(tmp_path / "p"), "--encoder", "cnn", "--steps", "4",
+                "--batch-size", "16", "--allow-partial", "--resume", "--no-progress")
     assert r.returncode == 2 and "unreadable" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
