@@ -42,11 +42,12 @@ def multi3dident_without_rules() -> dict:
 
 
 def render_tiny_store(out):
-    """The 96-image, 32 px Causal3DIdent store (with a `hues` LT view) that training tests train on."""
+    """The 96-image, 32 px Causal3DIdent store (with a `hues` LT view) that training tests train on (rendered in this
+    process: a Dask cluster's start-up would cost more than the 96 images; conftest's ``tiny_store`` shares one)."""
     from ident3d.render import render_store
 
     assert render_store(out, scene="causal3dident", n=96, settings={"resolution": 32, "samples": 4},
-                        views="hues:hues", chunk_size=32, workers=2, progress=False).ok
+                        views="hues:hues", chunk_size=32, workers=1, progress=False).ok
     return out
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import render_tiny_store, run_cli
+from helpers import run_cli
 
 from ident3d.causal.errors import UserError
 from ident3d.training.views import Normalize, make_view_maker
@@ -19,8 +19,8 @@ SMALL_SIMVAE = ["--objective", "simvae", "--views", "crop_large+colour", "--enco
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return render_tiny_store(tmp_path_factory.mktemp("n_views") / "c3d32.zarr")
+def store(tiny_store):
+    return tiny_store
 
 
 def test_simvae_loss_with_three_views_through_the_trainer_is_simvae_terms(store):

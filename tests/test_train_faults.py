@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import default_sigint, render_tiny_store, run_cli, tree_digest
+from helpers import default_sigint, run_cli, tree_digest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--encoder", "cnn", "--batch-size", "32", "--no-progress"]
@@ -40,8 +40,8 @@ def assert_refused(r, expected):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return render_tiny_store(tmp_path_factory.mktemp("faults") / "tiny.zarr")
+def store(tiny_store):
+    return tiny_store
 
 
 @pytest.fixture(scope="module")

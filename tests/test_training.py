@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from helpers import render_tiny_store, run_cli
+from helpers import run_cli
 
 from ident3d.pipelines.cli import main
 
@@ -18,8 +18,8 @@ HUES = ["obj_hue", "spot_hue", "bg_hue"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return render_tiny_store(tmp_path_factory.mktemp("train") / "c3d32.zarr")
+def store(tiny_store):
+    return tiny_store
 
 
 def train(store, out, *extra):
