@@ -11,15 +11,15 @@ from ident3d.pipelines.cli import main
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tmp_path_factory, tiny_store):
+    """A 40-step run on the tiny store (conftest), a held-out store of its scene and a store of another scene."""
     from ident3d.render import render_store
 
     d = tmp_path_factory.mktemp("eval")
-    common = {"settings": {"resolution": 32, "samples": 4}, "chunk_size": 48, "workers": 2, "progress": False}
-    assert render_store(d / "train.zarr", scene="causal3dident", n=96, views="hues:hues", **common).ok
+    common = {"settings": {"resolution": 32, "samples": 4}, "chunk_size": 48, "workers": 1, "progress": False}
     assert render_store(d / "test.zarr", scene="causal3dident", n=96, seed=9, **common).ok
     assert render_store(d / "other.zarr", scene="3dident", n=48, **common).ok
-    assert main(["train", "--data", str(d / "train.zarr"), "--out", str(d / "run"), "--encoder", "cnn",
+    assert main(["train", "--data", str(tiny_store), "--out", str(d / "run"), "--encoder", "cnn",
                  "--objective", "infonce", "--views", "lt_exact:hues", "--steps", "40", "--batch-size", "32",
                  "--lr", "1e-3", "--no-progress"]) == 0
     return d
