@@ -32,20 +32,28 @@ def score(h_fit: np.ndarray, z_fit: np.ndarray, h_test: np.ndarray, z_test: np.n
     mean leaves it out (a mean over no defined latent is NaN); an MCC the metric refuses (a constant latent, too few
     samples) is NaN. Kernel ridge (exact, papers' grid) on the first ``kernel_max`` fit rows."""
     out: dict[str, float] = {}
-    lin = r2_per_latent(h_fit, z_fit, h_test, z_test, kind="linear")
+    lin, ker = r2_results(h_fit, z_fit, h_test, z_test, kernel, kernel_max)
     out["linear_r2"] = lin.mean()
     corr = report_mcc(z_fit, h_fit, z_test, h_test, latent_names, groups.get("content"))
     if corr.name is not None:
         out[corr.name] = float("nan") if corr.value is None else corr.value
-    ker = None
-    if kernel:
-        k = min(kernel_max, len(h_fit))
-        ker = r2_per_latent(h_fit[:k], z_fit[:k], h_test[:k], z_test[:k], kind="kernel", exact_max=k)
+    if ker is not None:
         out["kernel_r2"] = ker.mean()
     out.update(group_means(lin, ker, latent_names, groups))
     for name, value in zip(latent_names, lin.scores, strict=True):
         out[f"latent_r2/{name}"] = float(value)
     return out
+
+
+def r2_results(h_fit: np.ndarray, z_fit: np.ndarray, h_test: np.ndarray, z_test: np.ndarray, kernel: bool,
+               kernel_max: int) -> tuple[R2Result, R2Result | None]:
+    """(linear R^2 per latent, kernel R^2 per latent or None): kernel ridge (exact) on the first ``kernel_max`` rows
+    of each split."""
+    lin = r2_per_latent(h_fit, z_fit, h_test, z_test, kind="linear")
+    if not kernel:
+        return lin, None
+    k = min(kernel_max, len(h_fit))
+    return lin, r2_per_latent(h_fit[:k], z_fit[:k], h_test[:k], z_test[:k], kind="kernel", exact_max=k)
 
 
 def group_means(lin: R2Result, ker: R2Result | None, latent_names: Sequence[str],
@@ -69,11 +77,7 @@ def modality_scores(hs_fit: Sequence[np.ndarray], z_fit: np.ndarray, hs_test: Se
     in ``score``, kernel ridge on the first ``kernel_max`` rows of each split)."""
     out: dict[str, float] = {}
     for k, (h_fit, h_test) in enumerate(zip(hs_fit, hs_test, strict=True), start=1):
-        lin = r2_per_latent(h_fit, z_fit, h_test, z_test, kind="linear")
-        ker = None
-        if kernel:
-            n = min(kernel_max, len(h_fit))
-            ker = r2_per_latent(h_fit[:n], z_fit[:n], h_test[:n], z_test[:n], kind="kernel", exact_max=n)
+        lin, ker = r2_results(h_fit, z_fit, h_test, z_test, kernel, kernel_max)
         out.update(group_means(lin, ker, latent_names, groups, prefix=f"x{k}/"))
     return out
 
