@@ -5,12 +5,11 @@ imports back identical; bad caption specs, and bad folders, are one line with ex
 
 import csv
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from helpers import assert_refused, run_cli
+from helpers import assert_refused, benchmark, run_cli
 
 import ident3d
 from ident3d.ingest.multimodal3dident import IMAGE_COLUMNS, TEXT_COLUMNS
@@ -181,11 +180,8 @@ def test_bad_published_folders_are_one_line(mm_store, tmp_path):
 def test_the_goldens_digest_of_a_caption_array_is_its_text(mm_store, tmp_path):
     """benchmarks/goldens.py hashes strings by their UTF-8 bytes (an object array's memory holds pointers): the same
     store digests alike in two reads and in a copy, and one changed caption changes the digest."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from goldens import array_digest, value_bytes
-
+    goldens = benchmark("goldens")
+    array_digest, value_bytes = goldens.array_digest, goldens.value_bytes
     copy = tmp_path / "copy.zarr"
     shutil.copytree(mm_store, copy)
     assert array_digest(mm_store) == array_digest(mm_store) == array_digest(copy)
